@@ -1,3 +1,4 @@
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -45,9 +46,12 @@ async def cancel_hotel(booking: str) -> None:
         raise RuntimeError("cancellation refused")
 
 
+Undo = list[tuple[Callable[[str], Awaitable[None]], str]]  # (compensation, booking), in booking order
+
+
 @workflow(name="patterns.book_trip")
-async def book_trip(trip: str, flight: str, hotel: str, car: str) -> list[str]:
-    undo: list[tuple[Callable[[str], Awaitable[None]], str]] = []
+async def book_trip(trip: str, flight: str, hotel: str, car: str, undo_at_once: bool = False) -> list[str]:
+    undo: Undo = []
     try:
         booked = [await book_flight(trip, flight)]
         undo.append((cancel_flight, booked[-1]))
@@ -55,16 +59,30 @@ async def book_trip(trip: str, flight: str, hotel: str, car: str) -> list[str]:
         undo.append((cancel_hotel, booked[-1]))
         booked.append(await book_car(trip, car))  # the last one needs no compensation
         return booked
-    except Exception as failure:  # a step failed for good (or anything else): undo what is done, newest first
-        not_undone = []
-        for cancel, booking in reversed(undo):
-            try:
-                await cancel(booking)
-            except StepError as error:  # its retries ran out too: undo the others all the same, and say so
-                not_undone.append(f"{booking} ({error.error_type}: {error.message})")
+    except Exception as failure:  # a step failed for good (or anything else): undo what is done
+        not_undone = await (compensate_at_once(undo) if undo_at_once else compensate(undo))
         if not_undone:  # for a person to undo by hand: the run's error names each
             raise RuntimeError(f"{failure}; not undone: {', '.join(not_undone)}") from failure
         raise
+
+
+async def compensate(undo: Undo) -> list[str]:
+    """Newest first, one at a time; what could not be undone."""
+    not_undone = []
+    for cancel, booking in reversed(undo):
+        try:
+            await cancel(booking)
+        except StepError as error:  # its retries ran out too: undo the others all the same, and say so
+            not_undone.append(f"{booking} ({error.error_type}: {error.message})")
+    return not_undone
+
+
+async def compensate_at_once(undo: Undo) -> list[str]:
+    """All at once. return_exceptions=True: without it, the first that fails for good ends the run and the
+    others, running or not started yet, are cancelled with it."""
+    outcomes = await asyncio.gather(*(cancel(booking) for cancel, booking in undo), return_exceptions=True)
+    return [f"{booking} ({outcome.error_type}: {outcome.message})"
+            for (_, booking), outcome in zip(undo, outcomes, strict=True) if isinstance(outcome, StepError)]
 
 
 def error_name(step: Step) -> str | None:
@@ -112,3 +130,13 @@ async def test_a_compensation_that_fails_for_good_leaves_the_others_done_and_nam
                      ("patterns.book_car", "failed", 1),
                      ("patterns.cancel_hotel", "failed", 10),  # its patient policy spent (skipped: virtual time)
                      ("patterns.cancel_flight", "completed", 1)]  # undone all the same
+
+
+async def test_compensations_at_once_all_run_though_one_fails(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(book_trip, "T4", "LH123", "Hotel Grumpy", "convertible", True)
+
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result()
+    assert str(failed.value).endswith("not undone: hotel:T4:Hotel Grumpy (RuntimeError: cancellation refused)")
+    steps = {(s.step_name, s.status, s.attempt) for s in await run.steps()}  # (at once: in no set order)
+    assert {("patterns.cancel_hotel", "failed", 10), ("patterns.cancel_flight", "completed", 1)} <= steps

@@ -20,9 +20,10 @@ from ._engine.divergence import call_order
 from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from ._engine.parking import PARKED_ATTRIBUTE
 from ._engine.time_scale import recorded_factor
-from ._worker.error_shapes import error_details, error_summary, failed_in, let_through
+from ._worker.error_shapes import caught_without_cause, error_details, error_summary, failed_in, let_through
 from ._worker.run_limits import slot_text
 from ._worker.step_runner import INLINE
+from .authoring.durations import duration_text
 from .authoring.errors import UNKNOWN_WORKFLOW
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
 from .schedules.info import renamed_schedule_text, schedule_now, schedule_of
@@ -111,19 +112,8 @@ def moment(value: Any) -> datetime | None:
 
 def how_far(seconds: float) -> str:
     """A distance in time for people, to the minute past an hour: ``in 42 s``, ``in 23 h 59 min``, ``2 d 3 h
-    ago``."""
-    left = round(abs(seconds))
-    days, rest = divmod(left, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        text = f"{days} d" + (f" {hours} h" if hours else "")
-    elif hours:
-        text = f"{hours} h" + (f" {minutes} min" if minutes else "")
-    elif minutes:
-        text = f"{minutes} min" + (f" {secs} s" if secs else "")
-    else:
-        text = f"{secs} s"
+    ago`` (``authoring/durations.py``, ``duration_text``)."""
+    text = duration_text(seconds)
     return f"in {text}" if seconds >= 0 else f"{text} ago"
 
 
@@ -178,6 +168,8 @@ def error_lines(error: Any) -> list[str]:
             lines.append(let_through(error))
     elif error.get("type") and error.get("type") != error.get("name"):
         lines.append(f"type {error['type']}")
+    if (caught := caught_without_cause(error)) is not None:
+        lines.append(caught)
     lines.extend(str(error.get("stack") or "").rstrip("\n").splitlines())
     return lines
 

@@ -266,3 +266,66 @@ def test_a_start_that_swallows_the_cancellation_of_its_ctrl_c_ends_where_it_woul
 
     asyncio.run(main())
     assert reached == ["went on"] and ctrl_c.pressed
+
+
+SLOW_EMULATOR = MODULE + '''
+
+import time
+
+from awsworld.local.moto_server import MotoServer
+
+_start = MotoServer.start
+
+
+def _slow_start(self: MotoServer) -> MotoServer:
+    """The emulator's start as on a slow machine (its modules loading on a busy one took seconds): said, then
+    held, so a signal lands in it every time."""
+    print("emulator starting", flush=True)
+    time.sleep(EMULATOR_START_SECONDS)
+    return _start(self)
+
+
+MotoServer.start = _slow_start  # type: ignore[method-assign]
+'''
+EMULATOR_START_SECONDS = 60.0
+"""How long the emulator's start takes in ``SLOW_EMULATOR``: far longer than a stop may take (``STOPS_WITHIN``)."""
+STOPS_WITHIN = 15.0
+"""Seconds from the signal to dev's end while its emulator starts: the process's way out, not the start's rest."""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_ctrl_c_or_sigterm_while_the_emulator_starts_stops_dev_at_once_and_leaves_its_state_usable(
+        tmp_path_factory: pytest.TempPathFactory, signum: signal.Signals) -> None:
+    """A Ctrl-C while the emulator starts ended dev only once that start was over: the start ran on asyncio's
+    executor thread, which the interpreter joins at its exit ("stopped" was said, then dev waited, 2 s on a busy
+    machine). SIGTERM during dev's start ended it outright, by Python's default (exit -15, nothing said). Both are
+    the start's Ctrl-C now: "stopped", exit 130, no traceback, at once, and the ``--state`` folder serves the next
+    dev (its lock released, nothing half written)."""
+    project = tmp_path_factory.mktemp("slowemulator")
+    (project / "slowemulator.py").write_text(
+        textwrap.dedent(SLOW_EMULATOR).replace("EMULATOR_START_SECONDS", repr(EMULATOR_START_SECONDS)))
+    (project / "ctrlc.py").write_text(textwrap.dedent(MODULE))
+    state = project / "state"
+    process, lines, _ = _dev(project, state, "slowemulator")
+    deadline = time.monotonic() + 60
+    while "emulator starting\n" not in lines:
+        assert process.poll() is None and time.monotonic() < deadline, "no emulator start:\n" + "".join(lines)
+        time.sleep(0.01)
+    process.send_signal(signum)
+    code = ended_within(process, STOPS_WITHIN, lines,
+                        f"dev still there {STOPS_WITHIN:g} s after {signum.name} while its emulator started")
+    time.sleep(0.1)  # (the reader thread takes the last lines)
+    output = "".join(lines)
+    assert code == 130 and "Traceback" not in output, f"exit {code}\n{output}"
+    assert output.rstrip().endswith("stopped") and output.count("stopped") == 1, output
+    assert "serving deliveries" not in output, output
+
+    process, lines, _ = _dev(project, state)  # the same folder serves again
+    try:
+        deadline = time.monotonic() + 60
+        while not any(line.startswith("serving deliveries") for line in lines):
+            assert process.poll() is None and time.monotonic() < deadline, "dev did not serve:\n" + "".join(lines)
+            time.sleep(0.05)
+    finally:
+        code, output = _interrupted(process, lines, "of the dev serving again")
+    assert code == 0 and "Traceback" not in output and "state saved to" in output, output

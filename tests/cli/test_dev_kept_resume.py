@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 
 import pytest
+
+from awsworld import create_hook, workflow
+from awsworld.aws import AWSWorld
+from awsworld.cli.dev_state import Snapshots
+from awsworld.local import LocalAWS, MotoServer
 
 from .test_cli import Dev, Runner, dev_snapshotting_every
 from .test_dev_failures import dev_of
@@ -48,3 +54,38 @@ def test_a_resume_answered_delivered_survives_a_kill_of_dev_at_once(tmp_path_fac
     finally:
         server.stop()
         runner.close()
+
+
+@workflow(name="kept.heartbeated")
+async def heartbeated(token: str) -> object:
+    return await create_hook(token=token, heartbeat_timeout="1h")
+
+
+async def test_heartbeats_make_no_kept_copy_the_periodic_one_saves_them_and_a_resume_still_waits_for_its_own(
+        tmp_path: Path) -> None:
+    """A heartbeat (``Client.heartbeat_hook``: a ``hook_received`` marked ``heartbeat``) made ``dev --state`` copy
+    the whole state before answering it, as a payload does (``local/moto_server.py``'s ``kept_first``): a run waiting
+    on a hook heartbeated every second cost 3,600 copies an hour, each holding a heartbeat's answer. Its sender sends
+    the next one anyway: only the periodic copy saves it now. On the emulator's own moto server, in this process, with
+    ``dev``'s ``Snapshots`` (the kill -9 case of a resume is the test above)."""
+    moto = MotoServer().start()
+    try:
+        async with LocalAWS(moto=moto) as local:
+            assert local.client is not None and isinstance(local.world, AWSWorld)
+            run = await local.client.start(heartbeated, "beat:H-1")
+            await run.wait_for_hook("beat:H-1")
+            snapshots = Snapshots(local.world, tmp_path, lambda: moto.changes, read_table=moto.read_table)
+            assert await snapshots.save()
+            moto.keep_first(snapshots.keep)
+            try:
+                for _ in range(5):
+                    await local.client.heartbeat_hook("beat:H-1")
+                assert snapshots.copies == 1, "no copy held a heartbeat's answer"
+                assert await snapshots.save(), "the periodic copy saves the heartbeats"
+                await local.client.resume_hook("beat:H-1", {"approved": True})
+                assert snapshots.copies == 3, "the resume's answer waited for a copy holding it"
+            finally:
+                moto.keep_first(None)
+            assert await run.result(timeout=60) == {"approved": True}
+    finally:
+        moto.stop()

@@ -219,8 +219,9 @@ def test_resume_of_a_token_no_hook_holds_says_wait_can_wait_for_it(dev: Dev) -> 
 def test_a_token_no_hook_took_within_wait_says_it_waited_and_where_to_look(dev: Dev) -> None:
     """With ``--wait`` given, the error's hint said to add ``--wait``: the newcomer who had (a mistyped token)
     was sent round in a circle. It says how long it waited, and where the run's real tokens and waits are."""
-    waited = "no run reached create_hook with it in 1 s (hint: check it against the tokens `awsworld hooks RUN` " \
-        "lists, whole; `awsworld describe RUN` says what the run waits on)"
+    waited = "either no run has reached create_hook with it yet, or the run that held it ended and was deleted once " \
+        "its retention passed (looked for 1 s) (hint: check it against the tokens `awsworld hooks RUN` lists, " \
+        "whole; `awsworld describe RUN` says what the run waits on)"
     for command in (("resume", "approve:typo", '"yes"'), ("fail-hook", "approve:typo", "why"),
                     ("heartbeat-hook", "approve:typo")):
         line = dev(*command, "--wait", "1").one_line_error(1)

@@ -18,6 +18,7 @@ import pytest
 from awsworld.world import InvalidInputError, StepRunningElsewhereError
 from awsworld.world.clock import clock_of
 from awsworld.world.rules.leases import DEFAULT_LEASE_SECONDS
+from awsworld.world.rules.lifetime import lifetime_end
 from awsworld.world.watch import DueRun, due_key, horizon, parse_key, snooze_due
 
 from .helpers import (
@@ -186,6 +187,25 @@ async def test_the_watchdogs_snooze_doubles_and_yields_to_a_write(world: AnyWorl
     assert await world.watch.snooze(stale, second) is None
     fresh = await _due(world, run_id, now(world) + horizon() + timedelta(minutes=2))
     assert fresh is not None and fresh.wakes == 0
+
+
+async def test_the_watchdogs_snooze_stops_at_the_end_of_the_runs_lifetime(world: AnyWorld) -> None:
+    """A run that cannot rest (waiting for a concurrency slot) is due only by the watchdog's snoozes: one a few
+    minutes before its lifetime's end (``world/rules/lifetime.py``) is cut to that end, on every World (the
+    in-memory record, the DynamoDB head's ``wdEnd``); past the end, the backoff alone."""
+    run_id = await new_run(world)
+    created = (await world.runs.get(run_id)).created_at
+    end = lifetime_end(created, None)  # (no maxRunSeconds in these runs' context: the setting's 365 days)
+    before = end - horizon() / 2
+    found = await _due(world, run_id, before)
+    assert found is not None and found.wakes == 0
+    capped = await world.watch.snooze(found, before)
+    assert capped is not None and due_key(capped) == due_key(end) < due_key(snooze_due(before, 0)), (capped, end)
+    again = await _due(world, run_id, end + timedelta(minutes=1))
+    assert again is not None and again.wakes == 1
+    after = end + timedelta(minutes=1)
+    past = await world.watch.snooze(again, after)
+    assert past is not None and due_key(past) == due_key(snooze_due(after, 1)), "past the end: the backoff"
 
 
 async def test_a_resting_flows_correction_holds_only_while_the_log_has_not_moved(world: AnyWorld) -> None:

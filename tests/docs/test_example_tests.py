@@ -23,7 +23,7 @@ from .test_examples import EXAMPLES, load
 TESTS_PER_FILE = {  # what each file holds: a file that silently lost a test fails here too
     "get_started/test_orders.py": 1,
     "patterns/test_invoices.py": 2,
-    "patterns/test_trips.py": 3,
+    "patterns/test_trips.py": 4,
     "patterns/test_expenses.py": 2,
     "patterns/test_billing.py": 1,
     "patterns/test_exports.py": 2,

@@ -274,8 +274,9 @@ VARYING = [
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
     (re.compile(r"awsworld-local-[0-9a-f]{12}"), "awsworld-local-<id>"),
     (re.compile(r"\bdev-[0-9a-f]{10}\b"), "dev-<code>"),
-    # How far a deadline is (``(in 59 min 58 s)``, ``(in 1 h)``, ``(3 s ago)``): the seconds since it was set vary.
-    (re.compile(r"\((in )?\d+ (d|h|min|s)( \d+ (h|min|s))?( ago)?\)"), "(<how far>)"),
+    # How far a deadline is (``(in 59 min 58 s)``, ``(in 1 h)``, ``(3 s ago)``, ``(350 ms ago)``): the seconds since
+    # it was set vary.
+    (re.compile(r"\((in )?\d+(\.\d+)? (d|h|min|s|ms)( \d+ (h|min|s))?( ago)?\)"), "(<how far>)"),
     (re.compile(r"\b\d+(\.\d+)? ?(ms|s)\b"), "<duration>"),
     (re.compile(r"\bpid \d+"), "pid <n>"),
     # How many deliveries a run took depends on which finished first (a step's result, or the flow's next look).

@@ -156,6 +156,36 @@ async def test_a_table_that_is_not_there_is_named_and_the_region_comes_from_the_
         await local_moto.drop(config)
 
 
+async def test_no_region_anywhere_is_a_setup_error_naming_where_to_set_one_and_the_emulator_keeps_its_own(
+        user_env: Callable[..., None], client: Callable[[], Client], local_moto: LocalAWS) -> None:
+    """No AWS_REGION, AWS_DEFAULT_REGION or profile region: every call raises ``WorldSetupError`` saying where to
+    set one, before any request (``aws/request_errors.py``, ``no_region``). Before, the World took us-east-1, and a
+    user whose stack is elsewhere reached another region's table, missing there. A World whose endpoint and region
+    awsworld chose itself (the emulator, ``local/``) keeps its region, whatever the environment says."""
+    config = await local_moto.new_config()
+    stack = {"AWS_ENDPOINT_URL": str(config.endpoint_url), "AWS_ACCESS_KEY_ID": "awsworldlocal",
+             "AWS_SECRET_ACCESS_KEY": "local", "AWSWORLD_TABLE": config.table_name,
+             "AWSWORLD_BUCKET": config.bucket_name, "AWSWORLD_QUEUE_URL": str(config.queue_url)}
+    try:
+        user_env(**stack)
+        regionless = client()
+        for name, call in calls(regionless).items():
+            with pytest.raises(WorldSetupError) as raised:
+                await call()
+            assert str(raised.value).startswith("no AWS region is set for DynamoDB: awsworld does not guess one"), \
+                (name, str(raised.value))
+            assert "AWS_REGION" in raised.value.hint and "aws configure set region" in raised.value.hint, name
+        assert regionless.world.stats.total() == 0, "refused before any request"
+        emulated = AWSWorld(config)  # (the emulator's config: its region is awsworld's own)
+        try:
+            run = await Client(emulated).start(noop)
+            assert (await emulated.runs.get(run.run_id)).run_id == run.run_id
+        finally:
+            await emulated.close()
+    finally:
+        await local_moto.drop(config)
+
+
 async def test_the_client_of_a_world_over_http_raises_the_same_error_when_its_server_is_gone() -> None:
     """``HttpClient`` raised a ``WorldUnreachableError`` of its own (``client/http_world.py``: a ``WorldError``,
     neither the public class nor a ``ConnectionError``): one error for a World that does not answer, whichever."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -24,6 +25,7 @@ from awsworld.local import DUMMY_CREDENTIALS, DynamoDBLocal, DynamoDBLocalError,
 from awsworld.local import dynamodb_local as launcher
 from awsworld.local.emulator_process import STOP_GRACE_SECONDS
 from awsworld.local.moto_server import SerializedDynamoDB
+from awsworld.local.server_starts import start_off_the_loop
 from tied import running  # tests/tied.py (tests/ is on sys.path)
 
 
@@ -80,6 +82,41 @@ def test_moto_server_start_stop_frees_the_port() -> None:
     assert not server.running
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+async def test_a_start_cancelled_off_the_loop_returns_at_once_and_stops_the_server_it_started_later() -> None:
+    """``start_off_the_loop`` (dev's and LocalAWS's emulator starts): cancelled while the start blocks, the awaiting
+    task ends at once (a Ctrl-C waited for the start), and the server the start then brings up is stopped, its
+    port freed, rather than left serving. A start that fails raises in the awaiting task, as ``to_thread`` does."""
+    release, started, stopped = threading.Event(), threading.Event(), threading.Event()
+    servers: list[MotoServer] = []
+
+    def slow_start() -> MotoServer:
+        release.wait(30)
+        servers.append(MotoServer().start())
+        started.set()
+        return servers[0]
+
+    def stop(server: MotoServer) -> None:
+        server.stop()
+        stopped.set()
+
+    task = asyncio.create_task(start_off_the_loop(slow_start, stop))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    began = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - began < 1.0
+    release.set()
+    assert await asyncio.to_thread(stopped.wait, 30), "the abandoned start's server was not stopped"
+    assert started.is_set() and not servers[0].running
+
+    def failing() -> MotoServer:
+        raise OSError("port taken")
+
+    with pytest.raises(OSError, match="port taken"):
+        await start_off_the_loop(failing, stop)
 
 
 def test_dynamodb_requests_are_serialized_and_others_are_not() -> None:

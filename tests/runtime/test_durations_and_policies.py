@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from awsworld import FatalError, PollTimeoutError, RetryableError, RetryPolicy, StepTimeoutError, poll_until, step
-from awsworld.authoring.durations import parse_duration, resolve, seconds
+from awsworld.authoring.durations import duration_text, parse_duration, resolve, seconds
 from awsworld.authoring.poll_spec import PollSpec
 from awsworld.authoring.retry import seeded, shorthand
 
@@ -210,3 +210,13 @@ async def test_poll_until_outside_a_workflow_is_a_plain_loop() -> None:
         await poll_until(counter, predicate=lambda n: n > 100, interval=0.01, timeout=0.05)
     with pytest.raises(TypeError):
         await poll_until(asyncio.sleep, 0)  # not a step
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0, "0 s"), (0.0004, "0.4 ms"), (0.35, "350 ms"), (-0.2, "200 ms"), (4, "4 s"), (62, "1 min 2 s"),
+    (3700, "1 h 1 min"), (86400 * 365, "365 d"), (86400 * 1.5, "1 d 12 h"),
+])
+def test_a_duration_reads_for_people_at_every_scale_and_never_with_an_exponent(seconds: float, text: str) -> None:
+    """``duration_text``: the one formatter of how long (lifetime messages, the timeline's ``in``/``ago``); a tiny
+    test limit read ``5e-05 s`` in a message before it said milliseconds."""
+    assert duration_text(seconds) == text

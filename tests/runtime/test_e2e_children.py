@@ -26,11 +26,13 @@ from awsworld import (
     workflow,
 )
 from awsworld._worker.child_runs import on_run_end
+from awsworld._worker.dispatch import Worker
 from awsworld.authoring.definitions import workflow_name
 from awsworld.client.replay import replay_run
 from awsworld.durable.child_calls import START_CHILD, child_run_id
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
+from awsworld.world.messages import FlowMessage
 
 from .conftest import Env
 
@@ -132,6 +134,11 @@ async def parent_sleeps_around(n: int) -> list[int]:
     middle = await child_sleeps(first)
     await sleep(1)
     return [first, middle, await double(middle)]
+
+
+@workflow
+async def parent_of_waiting_children(token: str, n: int) -> list[str]:
+    return list(await asyncio.gather(*(child_waits(f"{token}:{i}") for i in range(n))))
 
 
 @workflow
@@ -265,6 +272,52 @@ async def test_grandchildren_report_up_and_are_cancelled_down(env: Env) -> None:
     await env.client.cancel(cancelled.run_id)
     assert await env.wait_for_status(middle_id, TERMINAL_RUN_STATUSES) == "cancelled"
     assert await env.wait_for_status(grandchild, TERMINAL_RUN_STATUSES) == "cancelled"
+
+
+async def test_a_second_cancel_of_a_parent_wakes_no_child(awsworld_env: WorkflowTestEnv,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeated cancel sends what a cancel needs, once: the first wakes the parent and, from its flow, each
+    attached child; the second finds the parent cancelled, writes nothing, and wakes the parent alone (which
+    recovers a first wake that was lost): it woke each child once more too, deliveries for nothing. Every queue
+    send is counted, on the in-memory World (deterministic: idle between the two)."""
+    env, token = awsworld_env, "children-cancel-twice"
+    run = await env.client.start(parent_of_waiting_children, token, 3)
+    await env.idle()
+    children = [child.run_id for child in await Env("memory", env.client, env.world).child_runs(run)]
+    assert [await env.client.get_run(child).status() for child in children] == ["running"] * 3
+    sent: list[str] = []
+    queue, queue_batch = env.world.queue, env.world.queue_batch
+
+    async def queued_one(name: str, payload: Any, **kwargs: Any) -> Any:
+        sent.append(FlowMessage.from_payload(payload).run_id)
+        return await queue(name, payload, **kwargs)
+
+    async def queued_many(name: str, messages: Any, **kwargs: Any) -> Any:
+        sent.extend(FlowMessage.from_payload(m.payload).run_id for m in messages)
+        return await queue_batch(name, messages, **kwargs)
+
+    monkeypatch.setattr(env.world, "queue", queued_one)
+    monkeypatch.setattr(env.world, "queue_batch", queued_many)
+
+    await env.client.cancel(run.run_id)
+    await env.idle()
+    assert [await env.client.get_run(child).status() for child in children] == ["cancelled"] * 3
+    assert sorted(sent) == sorted([run.run_id, *children]), "the first cancel: the parent, then each child once"
+
+    sent.clear()
+    await env.client.cancel(run.run_id, reason="again")
+    await env.idle()
+    assert sent == [run.run_id], "a second cancel woke more than the parent"
+    reasons = [(e.event_data or {}).get("cancelReason") for e in await run.events() if e.event_type == "run_cancelled"]
+    assert reasons == [None], "the second cancel wrote a second end"
+
+    # A redelivery of the parent's flow may follow a first pass cut off between a child's cancel and its wake:
+    # it wakes the cancelled children again.
+    sent.clear()
+    await Worker(env.world).execute(FlowMessage(run.run_id, workflow_name(parent_of_waiting_children)),
+                                    deadline=time.monotonic() + 60, message_id="redelivered", attempt=2)
+    await env.idle()
+    assert sorted(sent) == sorted(children)
 
 
 async def test_a_cancelled_child_raises_in_its_parent(env: Env) -> None:

@@ -482,3 +482,58 @@ async def test_events_of_a_run_whose_key_is_lost_prints_the_timeline_without_val
     assert f"timeline of {run_id}" in out.decode() and "run_completed" in out.decode(), out.decode()
     assert MARKER not in out.decode()
     assert run_key in err.decode() and "the timeline above is without its values" in err.decode(), err.decode()
+
+
+
+async def test_a_run_whose_key_is_lost_is_failed_by_the_cli_and_its_error_reads_everywhere(
+        encrypted: LocalAWS) -> None:
+    """``awsworld fail`` of a run whose key KMS refuses ends it (exit 0) with the operator's error, stored unsealed
+    (the run's key cannot seal it, and no value of the run is in it), so ``describe``, ``result`` and the viewer
+    show it. Before, the command failed with the KMS refusal (exit 1) and the run stayed running: the docs sent
+    the operator to ``cancel``, whatever end they had chosen."""
+    import httpx
+
+    from awsworld.ui import create_app
+
+    token = f"enc-lost-fail-{os.urandom(3).hex()}"
+    run_id, run_key = await _run_with_another_runs_key(encrypted, waiting=token)
+    env = _cli_env(encrypted.config, encrypted.config.kms_key_id)
+    outputs: dict[str, tuple[int | None, str]] = {}
+    for command in (["fail", run_id, "--reason", "its key was deleted"], ["describe", run_id], ["result", run_id]):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "awsworld.cli", *command, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        outputs[command[0]] = process.returncode, out.decode() + err.decode()
+    said = "FailedOnRequest: failed on request: its key was deleted"
+    code, text = outputs["fail"]
+    assert code == 0 and f"failed {run_id}" in text and said in text and "FAILED_ON_REQUEST" in text, text
+    assert run_key in text and "stored unsealed" in text, text  # (the World says why the error is plain)
+    view = await AWSWorld(encrypted.config).runs.get(run_id, resolve_data="none")
+    assert (view.status, view.error_code) == ("failed", "FAILED_ON_REQUEST")
+    code, text = outputs["describe"]
+    assert code == 0 and said in text and "this error cannot be read" not in text, text
+    code, text = outputs["result"]
+    assert code == 1 and f"run {run_id} failed: {said}" in text, text
+    world = AWSWorld(encrypted.config)
+    try:
+        transport = httpx.ASGITransport(app=create_app(world))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            page = await http.get(f"/runs/{run_id}")
+    finally:
+        await world.close()
+    assert page.status_code == 200 and "failed on request: its key was deleted" in page.text, page.text[:500]
+
+
+async def test_failing_a_run_whose_key_opens_seals_its_error(encrypted: LocalAWS) -> None:
+    """The operator's error is stored unsealed only for a run whose key is lost: ``Client.fail`` of a run whose
+    key opens seals it as every value (no item or object holds its text), and reads it back."""
+    assert encrypted.client is not None
+    token = f"enc-fail-sealed-{os.urandom(3).hex()}"
+    run = await encrypted.client.start(waits, token)
+    await run.wait_for_hook(token, timeout=60)
+    reason = f"sealed-reason-{os.urandom(3).hex()}"
+    failed = await encrypted.client.fail(run.run_id, reason=reason)
+    assert failed.error is not None and reason in failed.error.message
+    items, objects = await _stored_text(encrypted)
+    assert not any(reason in item for item in items) and not any(reason.encode() in o for o in objects)

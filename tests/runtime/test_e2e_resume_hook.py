@@ -497,7 +497,7 @@ async def test_a_replay_on_edited_code_does_not_send_again(env: Env) -> None:
 async def test_a_missing_hook_without_wait_fails_the_call_at_once(env: Env) -> None:
     source = await env.client.start(sender_catches, f"resume-nobody-{env.name}-{id(env)}", None)
     outcome = await source.result(timeout=RESULT_TIMEOUT)
-    assert outcome.startswith("missing: None False: ") and "Pass wait= to wait for it" in outcome
+    assert outcome.startswith("missing: None False: ") and "pass wait= to wait for it" in outcome
     [step] = await _resume_steps(env, source.run_id)
     assert (step.status, step.attempt) == ("completed", 1)  # the refusal is the call's recorded answer
     assert (await replay_run(env.world, source.run_id)).ok
@@ -521,6 +521,36 @@ async def test_a_hook_whose_run_ended_is_a_closed_hook_error(env: Env) -> None:
     assert (step.status, step.attempt) == ("completed", 1)
 
 
+async def test_a_token_whose_run_was_deleted_after_its_retention_is_not_said_to_be_unreached(env: Env) -> None:
+    """Once the run that held a token ended and its retention passed (``_expire``: what DynamoDB's TTL does), the
+    World has no record of the token, as for one no run has used yet. On AWS the error says both (the World cannot
+    tell them apart: ``world/rules/hooks.py``, ``unknown_token_reason``), to the client's ``resume_hook`` and to a
+    workflow's. In memory nothing is ever deleted: a token with no record is one no run has reached, and the error
+    says only that. Before, both said "no run has reached create_hook with it", for a run that had long ended."""
+    token = f"resume-deleted-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    await env.client.resume_hook(token, "first")
+    assert await target.result(timeout=RESULT_TIMEOUT) == ["first"]
+    deleted = "or the run that held it ended and was deleted once its retention passed"
+    if env.name == "memory":
+        with pytest.raises(HookNotFoundError) as unused:
+            await env.client.resume_hook(f"{token}-never-used", "late")
+        assert str(unused.value).startswith("no hook owns that token: no run has reached create_hook with it yet; "
+                                            "if its run has not reached it yet, wait for the hook"), unused.value
+        assert deleted not in str(unused.value)
+        return
+    await _expire(env, target.run_id, token)
+    with pytest.raises(HookNotFoundError) as late:
+        await env.client.resume_hook(token, "late")
+    assert str(late.value).startswith(f"no hook owns that token: either no run has reached create_hook with it yet, "
+                                      f"{deleted}; if its run has not reached it yet, wait"), late.value
+    source = await env.client.start(sender_catches, token, None)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert outcome.startswith(f"missing: None False: resume_hook('{token}'): no hook holds that token: either") \
+        and deleted in outcome, outcome
+
+
 async def test_a_hook_its_run_disposed_is_not_found_naming_that_hook(env: Env) -> None:
     token = f"resume-disposed-{env.name}-{id(env)}"
     own = f"resume-disposed-own-{env.name}-{id(env)}"
@@ -536,7 +566,8 @@ async def test_a_hook_its_run_disposed_is_not_found_naming_that_hook(env: Env) -
 async def test_an_uncaught_refusal_fails_the_sending_run_with_the_worlds_error(env: Env) -> None:
     token = f"resume-uncaught-{env.name}-{id(env)}"
     source = await env.client.start(sender_nowait, token)
-    with pytest.raises(HookNotFoundError, match=rf"resume_hook\('{token}'\): no hook holds that token yet"):
+    with pytest.raises(HookNotFoundError, match=rf"resume_hook\('{token}'\): no hook holds that token: "
+                                                 r"(either )?no run has reached create_hook with it yet"):
         await source.result(timeout=RESULT_TIMEOUT)
     view = await env.client.get_run(source.run_id).get()
     assert view.error is not None and "HookNotFoundError" in str(view.error)

@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from awsworld import ChildWorkflowError, RunLifetimeError, WorkflowRunFailedError, create_hook, sleep, step, workflow
+from awsworld import (
+    ChildWorkflowError,
+    Concurrency,
+    RunLifetimeError,
+    WorkflowRunFailedError,
+    create_hook,
+    sleep,
+    step,
+    workflow,
+)
 from awsworld._worker.flow_state import KeptReplays
 from awsworld.client.replay import replay_run
 from awsworld.testing import RunStalledError, WorkflowTestEnv
@@ -62,8 +71,8 @@ async def test_a_sleep_past_the_runs_lifetime_fails_the_run_where_it_was_made_an
             await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
         assert isinstance(failed.value, WorkflowRunFailedError)
         message = str(failed.value)
-        assert "sleep() would end at " in message and "400 days after run" in message, message
-        assert "365 days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS" in message, message
+        assert "sleep() would end at " in message and "400 d after run" in message, message
+        assert "365 d: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS" in message, message
         assert failed.value.error_type == "RunLifetimeError"
         assert "test_run_lifetime.py" in str(failed.value.details.get("stack")), "the user's line is its traceback's"
         assert not [kind for kind, _ in await events_of(env, run.run_id) if kind.startswith("wait_")]
@@ -78,7 +87,7 @@ async def test_the_limit_is_counted_from_the_runs_creation_and_the_refusal_is_ca
         run = await env.client.start(monthly, 12)
         result = await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
         assert result["slept"] == 3, result  # day 300 -> 400 is refused (the old code slept all 12: 1,200 days)
-        assert "400 days after run" in result["refused"], result
+        assert "400 d after run" in result["refused"], result
         waits = [cid for kind, cid in await events_of(env, run.run_id) if kind == "wait_created"]
         assert len(waits) == 3, waits
         assert (await replay_run(env.world, run.run_id)).ok
@@ -152,7 +161,7 @@ async def test_a_run_waiting_on_a_hook_past_its_lifetime_is_failed_at_its_end_wi
             await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
         message = str(failed.value)
         assert f"run {run.run_id} was still running at the end of its lifetime" in message, message
-        assert "365 days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created" in message
+        assert "365 d: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created" in message
         assert "child_options(successor=True)" in message, message
         assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.error_type == "RunLifetimeError"
         assert env.driver.deliveries - deliveries == 1, "one watchdog wake ended it"
@@ -192,7 +201,7 @@ async def test_changing_the_limit_later_neither_ends_a_running_run_sooner_nor_le
         await shorter.wait_for_hook("lifetime:shorter", timeout=RESULT_TIMEOUT)
         monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "730")
         await env.sleep(timedelta(days=366))
-        with pytest.raises(RunLifetimeError, match="365 days"):
+        with pytest.raises(RunLifetimeError, match="365 d: "):
             await asyncio.wait_for(shorter.result(), RESULT_TIMEOUT)
 
 
@@ -220,3 +229,33 @@ async def test_a_child_ended_at_its_lifetime_by_a_fresh_container_reports_to_its
         await env.idle()
         await env.sleep(timedelta(days=366))
         assert await asyncio.wait_for(run.result(), RESULT_TIMEOUT) == "child failed: RunLifetimeError"
+
+
+@workflow(name="lifetime.one_at_a_time", concurrency=Concurrency(1))
+async def one_at_a_time(token: str) -> str:
+    return str(await create_hook(token=token))
+
+
+async def test_a_run_waiting_for_a_concurrency_slot_is_ended_at_its_lifetime_not_at_the_watchdogs_next_snooze(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pending run waiting for a slot cannot rest (it has no due of its own): the watchdog wakes it on its doubling
+    snoozes, up to a day apart. Each snooze stops at the end of the run's lifetime (``world.watch.snooze_due``).
+    Before, a 3-day lifetime was ended at the snooze after it: 18.6 hours late (5 min, 10, 20, ... then daily)."""
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "500")
+    async with WorkflowTestEnv() as env:
+        holder = await env.client.start(one_at_a_time, "lifetime:holder")  # holds the slot, under a longer lifetime
+        await holder.wait_for_hook("lifetime:holder", timeout=RESULT_TIMEOUT)
+        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "3")
+        started = env.now()
+        waiter = await env.client.start(one_at_a_time, "lifetime:waiter")
+        await env.idle()
+        assert (await env.world.runs.get(waiter.run_id)).status == "pending"
+        await env.sleep(timedelta(days=4))
+        ended = await env.world.runs.get(waiter.run_id)
+        assert (ended.status, ended.error_code) == ("failed", "RUN_LIFETIME_EXCEEDED"), ended
+        assert ended.completed_at is not None
+        late = ended.completed_at - (started + timedelta(days=3))
+        assert timedelta(0) <= late <= timedelta(minutes=2), late
+        with pytest.raises(RunLifetimeError):
+            await asyncio.wait_for(waiter.result(), RESULT_TIMEOUT)
+        assert (await env.world.runs.get(holder.run_id)).status == "running", "the holder keeps its slot"

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from ..authoring.definitions import Registry, WorkflowDef
-from ..authoring.durations import Duration, When, parse_duration, resolve
+from ..authoring.durations import Duration, When, duration_text, parse_duration, resolve
 from ..authoring.errors import (
     STEP_CANCELLED,
     CallNotAwaitedError,
@@ -551,8 +551,9 @@ class WorkflowExecution:
         if ends_at < lifetime.lifetime_end(created, context) \
                 or any(event.correlation_id == call_id for event in self.log):
             return
+        after = duration_text((ends_at - created).total_seconds())
         raise RunLifetimeError(
-            f"{what} would end at {ends_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, {_days(ends_at - created)} after "
+            f"{what} would end at {ends_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, {after} after "
             f"run {self.run_id} was created: past the longest a run may stay running ({lifetime.limit_text(context)}),"
             " after which its oldest records expire while it waits. Raise MaxRunDays, or go on in a new run: start "
             "it with child_options(successor=True) and return")
@@ -731,11 +732,6 @@ class WorkflowExecution:
             self.loop.run_until_idle()
         self._close_calls()  # (a body suspended before awaiting a call it made: its later replay awaits it)
         self.loop.close()
-
-
-def _days(span: timedelta) -> str:
-    """``400 days`` (``400.5 days``) for a wait's span in a ``RunLifetimeError``."""
-    return f"{round(span / timedelta(days=1), 1):g} days"
 
 
 def too_large(op: Op, what: str, detail: str | None) -> ValueTooLargeError:

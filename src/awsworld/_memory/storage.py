@@ -27,6 +27,9 @@ class MemoryStorage:
     """The runs, steps, events and hooks of one in-memory World. Several ``MemoryWorld`` objects may share one
     (what separate processes on one table look like)."""
 
+    expires_runs = False
+    """Nothing of a run is deleted here: a token with no record is one no run has used yet."""
+
     def __init__(self, clock: Clock, *, deployment_id: str | None = None, max_value_bytes: int | None = None) -> None:
         """``max_value_bytes``: refuse larger user values with ``PayloadTooLargeError``
         (``world/limits.py``); None accepts any size."""

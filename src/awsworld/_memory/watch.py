@@ -22,6 +22,12 @@ def set_due(state: State, run: RunRecord, due: datetime | None) -> None:
         state.watch[run.run_id] = WatchEntry(due_key(due))
 
 
+def _lifetime_end(record: RunRecord) -> datetime:
+    """The end of the run's lifetime, by its ``run_created``'s executionContext (``world/rules/lifetime.py``)."""
+    context = None if record.context is None else record.context.get()
+    return lifetime_end(record.created_at, context if isinstance(context, dict) else None)
+
+
 class MemoryWatch:
     reach_seconds: float | None = None
     """The memory queue delays a message any time exactly (no hops): every timer gets its message."""
@@ -41,10 +47,7 @@ class MemoryWatch:
 
     def _lifetime_due(self, run_id: str) -> str | None:
         record = self.state.runs.get(run_id)
-        if record is None:
-            return None
-        context = record.context if isinstance(record.context, dict) else None
-        return due_key(lifetime_end(record.created_at, context))
+        return None if record is None else due_key(_lifetime_end(record))
 
     async def due(self, now: datetime, *, limit: int = 1000) -> list[DueRun]:
         cutoff = now_key(now)
@@ -57,7 +60,7 @@ class MemoryWatch:
         record = self.state.runs.get(run.run_id)
         if entry is None or entry.due != run.due or record is None or record.terminal:
             return None
-        due = snooze_due(now, entry.wakes)
+        due = snooze_due(now, entry.wakes, _lifetime_end(record))
         self.state.watch[run.run_id] = WatchEntry(due_key(due), entry.wakes + 1)
         return due
 

@@ -121,17 +121,18 @@ START_CHILD_STEP = StepDef(START_CHILD, _start_child_run,
                                              no_retry_on=(ChildDepthError,)))
 
 
-async def on_run_end(world: World, run_id: str, events: Sequence[Event]) -> None:
+async def on_run_end(world: World, run_id: str, events: Sequence[Event], *, redoing: bool = False) -> None:
     """After a flow saw its run end (``events``: the log it held): a cancelled run cancels its non-detached
     children, and a child reports its outcome to its parent. Free for a run that is neither (no I/O: both are
-    read from the log). Raises on a transient error, so the delivery is retried and does it again."""
+    read from the log). Raises on a transient error, so the delivery is retried and does it again: ``redoing``
+    (that retry, or any other second look at an end) wakes the children cancelled already too (``cancel_run``)."""
     if not events:
         return
     end = next((e for e in reversed(events) if e.event_type in RUN_END_EVENT_TYPES), None)
     if end is None:
         return  # ended by another writer this flow did not see: the delivery that writer wakes does this
     if end.event_type == "run_cancelled":
-        await cancel_children(world, run_id, events)
+        await cancel_children(world, run_id, events, redoing=redoing)
     context = (events[0].event_data or {}).get("executionContext") or {}
     parent = context.get("parentRunId") if isinstance(context, dict) else None
     if isinstance(parent, str):
@@ -177,15 +178,16 @@ def _outcome_payload(end: Event) -> dict[str, Any]:
                                              "name": "Cancelled"}}
 
 
-async def cancel_children(world: World, run_id: str, events: Sequence[Event]) -> None:
-    """Cancel every child this run declared that was not started detached (from its log: no read)."""
+async def cancel_children(world: World, run_id: str, events: Sequence[Event], *, redoing: bool = False) -> None:
+    """Cancel every child this run declared that was not started detached (from its log: no read); ``redoing``:
+    see ``cancel_run``."""
     for event in events:
         if event.event_type != "hook_created":
             continue
         link = _link(event)
         if link is not None and not link.get("detached"):
             await cancel_run(world, str(link["runId"]), str(link["workflowName"]),
-                             f"its parent run {run_id} was cancelled")
+                             f"its parent run {run_id} was cancelled", redoing=redoing)
 
 
 def _link(event: Event) -> dict[str, Any] | None:
@@ -201,14 +203,21 @@ def _link(event: Event) -> dict[str, Any] | None:
     return link if isinstance(link, dict) and "runId" in link and "workflowName" in link else None
 
 
-async def cancel_run(world: World, run_id: str, workflow: str, reason: str) -> None:
+async def cancel_run(world: World, run_id: str, workflow: str, reason: str, *, redoing: bool = False) -> None:
     """Cancel a child (recording why) and wake it, so its own flow cancels its children and reports to its
-    parent. A child not created yet or ended already is left alone."""
+    parent. A child not created yet or ended already is left alone, and so is one cancelled already (the World
+    writes nothing: ``world/rules/runs.py``), which the cancel that ended it woke: a parent's second cancel (its
+    flow woken again, ``run_control.cancel_run``) woke each child once more, and each of those its own children,
+    deliveries for nothing. ``redoing`` (a redelivery of the end's work, or a report made again: the first pass
+    may have been cut off between a child's cancel and its wake) wakes such a child all the same."""
     try:
-        await world.events.create(run_id, {"eventType": "run_cancelled", "eventData": {"cancelReason": reason[:512]}})
+        result = await world.events.create(run_id, {"eventType": "run_cancelled",
+                                                    "eventData": {"cancelReason": reason[:512]}},
+                                           resolve_data="none")
     except (RunNotFoundError, EntityConflictError, RunGoneError):
         return
-    await wake_run(world, run_id, workflow, "cancel")
+    if result.event is not None or redoing:
+        await wake_run(world, run_id, workflow, "cancel")
 
 
 def waiting_children(execution: WorkflowExecution) -> dict[str, datetime]:
@@ -247,7 +256,7 @@ async def report_ended_children(world: World, execution: WorkflowExecution) -> i
         events = await collect_pages(lambda cursor, child_id=child_id: world.events.list(child_id, cursor=cursor))
         log.info("run %s: child run %s ended (%s) and its report had not arrived: reporting it again",
                  execution.run_id, child_id, run.status)
-        await on_run_end(world, child_id, events)
+        await on_run_end(world, child_id, events, redoing=True)
     return found
 
 

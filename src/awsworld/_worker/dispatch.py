@@ -89,7 +89,7 @@ class Worker:
         if message.step_id:
             return await self._step(message, deadline, message_id, redelivered=attempt > 1)
         flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id,
-                    sent_at=sent_at)
+                    sent_at=sent_at, redelivered=attempt > 1)
         status = await flow.run()
         return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
 
@@ -121,7 +121,8 @@ class Worker:
             return Outcome(f"step-{outcome.status}-handed")
         found_finished = message.step_id if outcome.status == "finished-already" else None
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
-                    self.settings, message_id=message_id, after_finished_step=found_finished)
+                    self.settings, message_id=message_id, after_finished_step=found_finished,
+                    redelivered=redelivered)
         status = await flow.run()
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
 

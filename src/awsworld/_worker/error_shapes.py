@@ -165,6 +165,15 @@ def let_through(error: Mapping[str, Any]) -> str:
     return f"the workflow caught it, made {count} more call{'s' if count != 1 else ''}{what}, then raised it again:"
 
 
+def caught_without_cause(error: Mapping[str, Any]) -> str | None:
+    """``let_through``'s line for a run's error with no ``cause`` to show before the workflow's traceback (a
+    cancelled child run has no error of its own) when the workflow made calls after it (compensations); else
+    None: "did not catch it" says nothing there that the traceback does not."""
+    if isinstance(error.get("cause"), dict) or not error.get(CALLS_AFTER) or not error.get("stack"):
+        return None
+    return let_through(error)
+
+
 def stored_cause(original: Mapping[str, Any]) -> dict[str, Any]:
     """The error a run's error stands for, as its ``cause`` holds it: ``CAUSE_FIELDS`` only (a child's own
     ``cause`` is not nested: ``original`` is the innermost already), the message capped as every stored one is.
@@ -176,8 +185,13 @@ def stored_cause(original: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def format_stack(error: BaseException) -> str:
-    """The traceback of ``error`` (and of its causes) with awsworld's runner frames left out, bounded."""
+    """The traceback of ``error`` (and of its causes and the errors it was raised while handling) with awsworld's
+    runner frames left out, bounded. The step's or child's traceback a ``StepError`` or ``ChildWorkflowError``
+    carries (a ``StoredTraceback`` cause, ``authoring.errors.chain_stored_traceback``) is left out of the error
+    itself, whose stored ``cause`` holds it already, and kept for one further down the chain (the booking's
+    ``StepError`` a workflow raised its own error from, after compensating): nothing else stores that one."""
     report = traceback.TracebackException.from_exception(error)
+    stores_cause = isinstance(error, StepError | ChildWorkflowError)
     seen: set[int] = set()
     pending = [report]
     while pending:
@@ -187,8 +201,13 @@ def format_stack(error: BaseException) -> str:
         seen.add(id(current))
         ours = _module_of(current).startswith("awsworld.")
         current.stack = traceback.StackSummary.from_list(user_frames(list(current.stack), raised_by_us=ours))
-        if current.__cause__ is not None and _is_stored_traceback(current.__cause__):
-            current.__cause__ = None  # a step's or child's stored traceback: stored as the error's cause already
+        if current is report and stores_cause and current.__cause__ is not None \
+                and _is_stored_traceback(current.__cause__):
+            current.__cause__ = None  # stored as the error's cause already
+            # That cause was chained by the engine, not by a ``raise ... from``, so the error the workflow was
+            # handling when it awaited (a saga's failed booking, when its compensation fails) is shown as Python
+            # shows it: "During handling of the above exception, another exception occurred".
+            current.__suppress_context__ = False
         pending.extend(t for t in (current.__cause__, current.__context__) if t is not None)
         pending.extend(getattr(current, "exceptions", None) or [])
     return bounded_stack("".join(report.format()))
@@ -340,6 +359,8 @@ def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code:
             lines.append(_indented(str(cause["stack"])))
         if error.get("stack"):
             lines.append(f"  and {let_through(error)}")
+    if (caught := caught_without_cause(error)) is not None:
+        lines.append(f"  {caught}")
     if error.get("stack"):
         lines.append(_indented(str(error["stack"])))
     return "\n".join(lines)

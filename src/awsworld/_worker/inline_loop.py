@@ -75,6 +75,10 @@ class Flow:
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
     holds steps it started and did not finish, which only a delivery with its id may run again."""
     ended_log: list[Event] = field(default_factory=list[Event])  # the log of a run found ended (on_run_end)
+    redelivered: bool = False
+    """A delivery under this message's id came before (``Delivery.attempt`` > 1): the end's work it did may have
+    been cut short between a child's cancel and its wake, so this one wakes a cancelled child again
+    (``child_runs.cancel_run``)."""
     after_finished_step: str | None = None
     """The step whose queued message this delivery is, found finished already: the delivery that finished it
     (and went on with the run, starting inline steps under its own message id) died. Its message may come back
@@ -120,7 +124,7 @@ class Flow:
         if status in ("completed", "failed", "gone"):  # child workflows: report to a parent, cancel children
             execution = self.log.execution
             ended = execution.log if execution else self.ended_log
-            await on_run_end(self.world, self.run_id, ended)
+            await on_run_end(self.world, self.run_id, ended, redoing=self.redelivered)
             # (its end is near the log's end: looked for from there; its slot of a limit: world/rules/limiters.py)
             if any(e.event_type in RUN_END_EVENT_TYPES for e in reversed(ended)):
                 await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),

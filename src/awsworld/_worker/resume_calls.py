@@ -65,10 +65,12 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
                     "passed) before this resume; nothing was recorded"}
         if waits:
             return False
-        return {REFUSED: "not-found", "disposedHook": None, "message": (  # (find_hook's advice is a client's)
-            f"{call}: no hook holds that token yet: no run has reached create_hook with it. Pass wait= to wait for "
-            "it (await resume_hook(token, payload, wait=\"5m\")), or resume only once the other run holds the "
-            "hook; nothing was recorded")}
+        why = missing.details.get("reason") or "no run has reached create_hook with it yet"  # (the World's reason:
+        # find_hook's advice is a client's)
+        return {REFUSED: "not-found", "disposedHook": None, "message": (
+            f"{call}: no hook holds that token: {why}; if its run has not reached it yet, pass wait= to wait for it "
+            "(await resume_hook(token, payload, wait=\"5m\")), or resume only once the other run holds the hook; "
+            "nothing was recorded")}
     return True
 
 

@@ -250,7 +250,9 @@ async def cancel_run(world: World, run_id: str, *, reason: str | None = None) ->
     """Cancel the run, recording ``reason`` (up to 512 characters) on its ``run_cancelled`` event, and wake it.
     ``RunNotFoundError`` for an unknown run, ``EntityConflictError`` for one that completed or failed. A run
     cancelled already is left as it is (``world/rules/runs.py``): nothing is written, its first reason stays, and
-    the wake's key finds the first cancel's wake while that one is queued."""
+    the wake's key finds the first cancel's wake while that one is queued; once that one was delivered, the run is
+    woken again (a first cancel whose wake failed is mended by a second), and its flow wakes none of its children,
+    which the first cancel woke (``child_runs.cancel_run``)."""
     if reason is not None and len(reason) > MAX_CANCEL_REASON:
         raise ValueError(f"a cancel reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
     run = await world.runs.get(run_id, resolve_data="none")
@@ -291,7 +293,9 @@ class HookResumed:
 async def find_hook(world: World, token: str, wait: float | None) -> Hook:
     """The hook holding ``token``; with ``wait``, ``HookNotFoundError`` only once it has not appeared in that
     many seconds. A token no hook has held yet is the usual mistake of a resume sent before its run reached
-    ``create_hook``: the error says how to wait for it (the token itself stays out of the message)."""
+    ``create_hook``: the error says how to wait for it (the token itself stays out of the message), after the
+    World's reason (kept alone in its ``details["reason"]``), which also names a run deleted after its retention
+    where that can be the cause (``world/rules/hooks.py``, ``unknown_token_reason``)."""
     deadline = None if wait is None else time.monotonic() + wait
     pause = POLL_FIRST
     while True:
@@ -302,11 +306,12 @@ async def find_hook(world: World, token: str, wait: float | None) -> Hook:
             if remaining <= 0:
                 if isinstance(missing, HookClosedError) or missing.disposed_hook is not None:
                     raise
+                reason = missing.details.get("reason")
                 if wait is not None:
-                    raise HookNotFoundError(f"{missing}: no run reached create_hook with it in {wait:g} s") from None
+                    raise HookNotFoundError(f"{missing} (looked for {wait:g} s)", reason=reason) from None
                 raise HookNotFoundError(
-                    f"{missing} yet: no run has reached create_hook with it; wait for the hook before resuming it "
-                    "(await run.wait_for_hook(token)), or pass wait=SECONDS to wait for it") from None
+                    f"{missing}; if its run has not reached it yet, wait for the hook before resuming it "
+                    "(await run.wait_for_hook(token)), or pass wait=SECONDS to wait for it", reason=reason) from None
         await asyncio.sleep(min(pause, remaining))
         pause = min(pause * 2, POLL_MAX)
 

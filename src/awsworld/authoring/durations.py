@@ -56,6 +56,27 @@ def parse_duration(value: Duration, *, what: str = "duration") -> timedelta:
     return delta
 
 
+def duration_text(seconds: float) -> str:
+    """A span of time for people, to the second under an hour and to the minute past it: ``42 s``, ``5 min 3 s``,
+    ``23 h 59 min``, ``365 d``, ``1 d 12 h``; under half a second, in milliseconds (``250 ms``, ``0.4 ms``: never
+    an exponent). The one formatter of every message and view that says how long (``_timeline.how_far`` says it as
+    a distance, ``in``/``ago``); a day counted as a fraction (``0.000497685 days``) reads as nothing."""
+    left = round(abs(seconds))
+    if left == 0 and seconds:
+        millis = abs(seconds) * 1000
+        return f"{round(millis)} ms" if millis >= 1 else f"{millis:.3f}".rstrip("0").rstrip(".") + " ms"
+    days, rest = divmod(left, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d" + (f" {hours} h" if hours else "")
+    if hours:
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    if minutes:
+        return f"{minutes} min" + (f" {secs} s" if secs else "")
+    return f"{secs} s"
+
+
 def seconds(value: Duration, *, what: str = "duration") -> float:
     """``parse_duration`` in seconds."""
     return parse_duration(value, what=what).total_seconds()

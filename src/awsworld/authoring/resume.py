@@ -88,8 +88,10 @@ async def resume_hook(token: str, payload: Any, *, wait: Duration | None = None,
             raise
         answer = None
     if answer is None:
-        raise HookNotFoundError(f"resume_hook({token!r}): no hook holds that token: no run reached create_hook with it "
-                                f"within wait={wait!r}; nothing was recorded")
+        raise HookNotFoundError(f"resume_hook({token!r}): no hook held that token within wait={wait!r}: no run "
+                                "reached create_hook with it in that time, or, on a World that deletes ended runs "
+                                "(AWS), the run that held it had ended and been deleted once its retention passed; "
+                                "nothing was recorded")
     _raise_refusal(answer)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .config import AWSConfig
 from .encryption.run_keys import RunKeys
-from .request_errors import refused_on_loopback, translated
+from .request_errors import no_region, refused_on_loopback, translated
 from .retention import Retention
 from .threaded import AsyncClient, Errors
 
@@ -110,7 +110,11 @@ class AWSClients:
         # The region: AWS_REGION / AWS_DEFAULT_REGION (``config.region_name``), else the AWS profile's, as boto3
         # reads it (docs/get-started/deploy.md promises "credentials and region come from your usual AWS
         # environment or profile"; a fixed us-east-1 here sent a profile in eu-west-1 to another region's table).
-        region = self.config.region_name or self._session.get_config_variable("region") or "us-east-1"
+        # None of them: refused, not guessed (a guess reaches another region's missing table). The emulators
+        # (``local/``) choose their own region and endpoint, and give it in the config.
+        region = self.config.region_name or self._session.get_config_variable("region")
+        if not region:
+            raise no_region(service)
         return self._session.create_client(
             service,
             region_name=region,

@@ -8,7 +8,8 @@ failure through ``translated`` (``threaded.AsyncClient``'s ``errors``), so every
 ``Client``, the CLI, the run viewer, the worker) raises one of two typed errors, the SDK's kept as their cause:
 
 - ``WorldUnreachableError`` (a ``ConnectionError``): nothing answered at the address, after the SDK's retries;
-- ``WorldSetupError`` (a ``RuntimeError``): no credentials, or the table, bucket or queue is not there.
+- ``WorldSetupError`` (a ``RuntimeError``): no credentials, or the table, bucket or queue is not there; and, raised
+  before any request (``no_region``), no region set anywhere.
 
 Any other failure passes unchanged: the World's own code decides on the SDK's answers (a ``ClientError``'s code),
 and the two errors here are raised where no such decision is made (no code of the World catches a connection or
@@ -56,6 +57,19 @@ def translated(config: AWSConfig, service: str, endpoint: str | None, region: st
         return WorldSetupError(f"{_missing(config, service, params)} at {_where(endpoint, region)} ({operation}: "
                                f"{_code(error)})", hint=_setup_hint(config), service=name, operation=operation)
     return None
+
+
+def no_region(service: str) -> WorldSetupError:
+    """What opening ``service``'s client raises when no region is set anywhere (the config, AWS_REGION,
+    AWS_DEFAULT_REGION, the AWS profile): a region awsworld picked itself (us-east-1, once) would send every request
+    to another region's table, bucket and queue, and fail there as "not found"."""
+    name = SERVICE_NAMES.get(service, service)
+    return WorldSetupError(
+        f"no AWS region is set for {name}: awsworld does not guess one (the stack's table is in one region only)",
+        hint="set AWS_REGION to the stack's region (its ClientEnvironment output sets it), or give your AWS profile "
+             "a region (`aws configure set region eu-west-1`, with AWS_PROFILE naming that profile), or pass "
+             "AWSConfig(region_name=...) in code; for `awsworld dev`, paste the export lines it prints",
+        service=name, operation="opening its client")
 
 
 LOOPBACK_REFUSED_ATTEMPTS = 3

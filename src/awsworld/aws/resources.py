@@ -27,6 +27,8 @@ GSI_BY_DUE = "byDue"
 GSI_DUE_SHARD = "wdShard"
 GSI_DUE_KEY = "wdDue"
 WATCH_WAKES = "wdN"
+# The run head's end of its lifetime as a due key (``world/rules/lifetime.py``): the watchdog's snooze stops there.
+WATCH_END = "wdEnd"
 
 # SQS: standard queue. Visibility must exceed the flow function's timeout several times over so a
 # delivery still running is not handed to a second consumer (AWS recommends 6x for event source mappings).

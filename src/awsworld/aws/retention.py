@@ -8,7 +8,10 @@ from the run's first write on. The rule:
   ``H`` is the longest a run may stay running (``AWSWORLD_MAX_RUN_DAYS``). An item written while the run runs
   therefore outlives the run's end by at least ``R`` as long as the run lasts less than ``H``; nothing is
   rewritten later, so a step's commit carries the same items as before, each about 15 bytes larger (within
-  the KB a write is billed by, measured with ``bench/bill.py``).
+  the KB a write is billed by, measured with ``bench/bill.py``). ``R`` there is a day at least
+  (``running_retention``): a run still running at ``H`` is ended by the watchdog's wake a tick and a due's bucket
+  later (``world/rules/lifetime.py``), and a shorter retention would let its first items expire before that
+  wake. The run's end still counts the retention asked for (below), so nothing of the run is readable longer.
 * **The run's end sets the head's TTL to ``end + R``** (in the terminal commit, which rewrites the head
   anyway), or later if a hook token of the run stays reserved longer (the contract keeps the owning run
   available while its token is). From then on the run is gone as a whole: every read starts at the head.
@@ -46,8 +49,27 @@ _KNOWN = 4096
 _DAY = 24 * 3600
 
 
+LIFETIME_WAKE_SECONDS = 24 * 3600
+"""The shortest retention an item written while its run runs is given (``running_retention``): how late after the
+end of a run's lifetime the wake that ends it may come and still find every item of the run. The wake comes within
+the tick's period (``WatchdogRate``: a minute by default) and the due's bucket (a minute); a day also covers a
+tick set to hours, and the watchdog's longest snooze (``world.watch.MAX_SNOOZE_SECONDS``)."""
+
+
 def epoch(iso: str) -> int:
     return int(datetime.fromisoformat(iso).timestamp())
+
+
+def running_retention(retention: int) -> int:
+    """The retention the TTL of an item written while its run runs counts (``written + this + H``): the run's,
+    but never less than ``LIFETIME_WAKE_SECONDS``. Only the head's TTL at the run's end (``end_ttl``) decides
+    how long a finished run stays readable, and it counts the run's own retention."""
+    return max(retention, LIFETIME_WAKE_SECONDS)
+
+
+def running_ttl(now: str, retention: int, max_run: int) -> int:
+    """The TTL of an item of a run with this retention written at ``now`` (ISO) while the run runs."""
+    return epoch(now) + running_retention(retention) + max_run
 
 
 def retention_of(context: Any, default: int) -> int:
@@ -98,11 +120,12 @@ class Retention:
 
     def item_ttl(self, run_id: str, now: str, retention: int | None = None) -> int:
         """The TTL of an item of ``run_id`` written at ``now`` (ISO)."""
-        return epoch(now) + (retention if retention is not None else self.of(run_id)) + self.max_run_seconds
+        return running_ttl(now, retention if retention is not None else self.of(run_id), self.max_run_seconds)
 
     def object_expiry(self, run_id: str, retention: int | None = None) -> int:
         """The expiry class (days) of an S3 object of ``run_id`` written now: it lives as long as an item."""
-        return expiry_class((retention if retention is not None else self.of(run_id)) + self.max_run_seconds)
+        return expiry_class(running_retention(retention if retention is not None else self.of(run_id))
+                            + self.max_run_seconds)
 
 
 def end_ttl(retention: int, now: str, reserved_until: list[str]) -> int:

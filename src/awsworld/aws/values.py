@@ -21,6 +21,7 @@ from typing import Any
 
 from ..world.limits import encode_value, value_json
 from .clients import AWSClients
+from .encryption.run_keys import EncryptionKeyError
 from .resources import run_prefix
 from .retention import expiry_tag_set, expiry_tagging
 
@@ -60,12 +61,24 @@ class ValueStore:
             _, (old_size, _) = self._cache.popitem(last=False)
             self._cached_bytes -= old_size
 
-    async def store(self, run_id: str, value: Any, field: str, *, expiry: int | None = None) -> StoredValue:
+    async def store(self, run_id: str, value: Any, field: str, *, expiry: int | None = None,
+                    unsealed_if_key_lost: bool = False) -> StoredValue:
         """``value`` as an event holds it: inline, or a reference to the S3 object written here, tagged with the
-        expiry class ``expiry`` (days; default: the run's as this process knows it)."""
+        expiry class ``expiry`` (days; default: the run's as this process knows it).
+
+        ``unsealed_if_key_lost``: stored in plain text when the run's key is lost (``EncryptionKeyError.lost``:
+        KMS refuses it for good), instead of refusing the write: an operator's error that ends such a run
+        (``Client.fail``, ``world.events.RunFailedData``), which no one could seal and no one could read sealed.
+        A run whose key opens seals it as every value; a passing KMS fault still refuses the write."""
         text, data = encode_value(value, field, self.config.max_value_bytes)
         size = len(data)
-        cipher = await self.clients.keys.for_writing(run_id)
+        try:
+            cipher = await self.clients.keys.for_writing(run_id)
+        except EncryptionKeyError as error:
+            if not (unsealed_if_key_lost and error.lost):
+                raise
+            log.warning("%s: its %s is stored unsealed", error, field)
+            cipher = None
         if size <= self.config.inline_value_limit:
             return {"v": text} if cipher is None else {"x": cipher.seal_text(data)}
         key = f"{run_prefix(run_id)}values/{uuid.uuid4().hex}.json"

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import sys
 
-STOPPED = 130
-"""The exit code of a command stopped by Ctrl-C (``stopped``): at any moment, from the command's first import on."""
+from .exit_codes import READER_GONE, STOPPED
 
 
 def stopped() -> int:
@@ -47,7 +46,7 @@ try:  # (a Ctrl-C while the command loads, before ``main`` runs: ``python -m aws
 except KeyboardInterrupt:
     raise SystemExit(stopped()) from None
 
-__all__ = ["COMMAND_GROUPS", "CliError", "main"]
+__all__ = ["COMMAND_GROUPS", "READER_GONE", "STOPPED", "CliError", "main"]
 
 # Each group adds its subcommands (``register(sub)``, setting ``handler`` on its parsers); a new group is one
 # line here. Every command builds the whole parser, so a group's module imports at its top only what its parsers
@@ -125,11 +124,6 @@ def _emulator_installed() -> bool:
     except ImportError:
         return False
     return True
-
-
-#: The exit code of a command whose reader stopped reading (``awsworld describe RUN | head``): a process ended by
-#: SIGPIPE exits 128 + 13 in a shell, as ``yes | head`` does.
-READER_GONE = 141
 
 
 def _reader_gone() -> int:

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ..world.protocol import World
     from .dev_state import Snapshots
 from . import ui
+from .exit_codes import STOPPED
 from .output import import_modules
 
 log = logging.getLogger("awsworld.dev")
@@ -97,7 +99,7 @@ def _main(args: argparse.Namespace) -> int:
     # object the emulator held (seconds at a few thousand items: 8 of 9.7 s from Ctrl-C to exit here): the process
     # ends, the memory goes with it, so the collection is told to skip them.
     gc.freeze()
-    return 130 if interrupted else 0
+    return STOPPED if interrupted else 0
 
 
 class CtrlC:
@@ -111,6 +113,9 @@ class CtrlC:
     ``CancelledError``): "stopped", exit 130, the state as it was. Once dev serves, it sets the event that ends
     the serving (dev's way out: the state saved, exit 0). A press before the loop exists (the user's modules import
     on the main thread, ``_main``) is only recorded: the start is undone as soon as it begins.
+
+    SIGTERM is answered the same way (the same handler, the same count of presses): during the start it is a
+    Ctrl-C ("stopped", exit 130, the state as it was), once dev serves it ends the serving as a press does.
 
     Why not Python's default handler until dev serves: it raises ``KeyboardInterrupt`` into whatever frame runs at
     that moment, and where that frame is a ``__del__``, a weakref or GC callback, or code that catches
@@ -132,7 +137,11 @@ class CtrlC:
         from .dev_loop import on_ctrl_c
 
         ctrl_c = cls()
-        signal.signal(signal.SIGINT, on_ctrl_c(ctrl_c.press, held=ctrl_c.held))
+        pressed = on_ctrl_c(ctrl_c.press, held=ctrl_c.held)
+        signal.signal(signal.SIGINT, pressed)
+        # SIGTERM (a process manager's stop, ``kill``) is a Ctrl-C too until dev serves, when ``serving`` gives it
+        # to the loop: with Python's default it ended dev outright during its start, saying nothing, exit -15.
+        signal.signal(signal.SIGTERM, pressed)
         return ctrl_c
 
     def held(self) -> str:
@@ -231,6 +240,7 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
+    from ..local.server_starts import start_off_the_loop
     from ..schedules.declared import declared_in
     from . import dev_reload, dev_state
     from .dev_code import DevCode
@@ -240,7 +250,9 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     if state is not None:
         state.hold()  # before the emulator starts: a second dev on this DIR would overwrite its snapshots
     console_logs(args.log_format)
-    moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
+    # (a Ctrl-C or SIGTERM during the emulator's start does not wait for it: ``local/server_starts.py``)
+    moto = await start_off_the_loop(functools.partial(_start_moto, args.port or (state.port if state else 0)),
+                                    lambda started: started.stop())
     watch = LoopWatch(asyncio.get_running_loop())  # says which line of the user's code blocks the loop
     watch.start()
     try:

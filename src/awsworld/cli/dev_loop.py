@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
+from .exit_codes import STOPPED
+
 log = logging.getLogger("awsworld.dev")
 
 PING_SECONDS = 0.25
@@ -162,7 +164,7 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
               force_after: float = FORCE_SECONDS, backstop_after: float = BACKSTOP_SECONDS,
               held: Callable[[], str] = lambda: "dev's event loop") -> Callable[[int, FrameType | None], None]:
     """``dev``'s SIGINT handler: the first Ctrl-C calls ``stop`` (thread-safe: it only asks the loop), the second
-    raises ``KeyboardInterrupt`` where the main thread is, the third ends the process (``exit(130)``). ``held``
+    raises ``KeyboardInterrupt`` where the main thread is, the third ends the process (``exit(STOPPED)``). ``held``
     names what the user's code holds at the first press, said with its line: dev's event loop once it runs, dev's
     start while dev imports the user's modules (``cli/dev.CtrlC``, set from the command's first line).
 
@@ -187,7 +189,7 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
 
     def force() -> None:
         say("dev did not end after the second Ctrl-C: ending its process now (--state keeps its last snapshot)")
-        exit(130)
+        exit(STOPPED)
 
     def force_later() -> None:
         second.wait()

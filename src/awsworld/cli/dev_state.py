@@ -282,6 +282,8 @@ class Snapshots:
         self.clock = clock
         self.items = 0
         """How many items the last copy saved."""
+        self.copies = 0
+        """How many copies it made (the periodic ones, ``keep``'s, a stop's)."""
         self._copied: int | None = None  # ``changes`` when the last copy started
         self._seconds: collections.deque[float] = collections.deque(maxlen=COPY_TIMES_KEPT)  # the last copies' times
         self._copying = threading.RLock()  # one copy at a time: the thread's, a resume's (``keep``), the last at a stop
@@ -374,6 +376,7 @@ class Snapshots:
             self.items = copy_state(self.world.config, *self._clients, self.directory, self.read_table)
             self._seconds.append(self.clock() - started)
             self._copied = mark
+            self.copies += 1
             return True
 
 

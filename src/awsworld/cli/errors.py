@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-OK = 0
-OPERATIONAL = 1
-USAGE = 2
+from .exit_codes import OK as OK  # (re-exported: the commands read their exit codes here)
+from .exit_codes import OPERATIONAL as OPERATIONAL
+from .exit_codes import USAGE as USAGE
 
 RUNS_HINT = "`awsworld runs` lists recent runs"
 CONFIG_HINT = ("start `awsworld dev` and paste the export lines it prints, or set the variables from your stack's "

@@ -6,7 +6,9 @@ What it writes, said before it writes it: one ``run_failed`` event in the run's 
 naming where it diverged and since when it was parked (parked because its workflow is missing:
 ``UnknownWorkflowError``, ``UNKNOWN_WORKFLOW``); for any other run ``FailedOnRequest`` with code
 ``FAILED_ON_REQUEST``. ``--reason`` ends the message. A parent awaiting the run as a child sees the failure. A run
-that has ended, or an id that names no run, is a one-line error and nothing is written.
+that has ended, or an id that names no run, is a one-line error and nothing is written. A run whose KMS key is
+lost (its values cannot be read, nor a value sealed) is failed too: the error, the operator's words, is stored
+unsealed (docs/how-to/encryption.md, "A run whose key is lost").
 """
 
 from __future__ import annotations

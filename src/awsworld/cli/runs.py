@@ -308,6 +308,18 @@ def _keywords_meant(client: Any, name: str, positional: list[Any], keywords: dic
             f"pass them by name, give them to --kwargs: awsworld start {name} --kwargs '{json.dumps(given)}'")
 
 
+def _failed_hint(run_id: str, error_code: str | None) -> str:
+    """Where ``result``'s failed run sends the reader: the tracebacks ``describe`` shows; for a run awsworld ended
+    at the end of its lifetime (``world/rules/lifetime.py``), which has none (its code did not fail), what it was
+    waiting on then (the message itself says how a longer workflow goes on)."""
+    from ..authoring.errors import RUN_LIFETIME_EXCEEDED
+
+    if error_code == RUN_LIFETIME_EXCEEDED:
+        return (f"there is no traceback (awsworld ended the run; its code did not fail): `awsworld describe {run_id}` "
+                "shows what it was waiting on then")
+    return f"`awsworld describe {run_id}` shows where, with the tracebacks"
+
+
 def _outcome(view: Any) -> dict[str, Any]:
     from .error_view import error_part
 
@@ -492,15 +504,24 @@ def _events(args: argparse.Namespace) -> int:
 
 def _result(args: argparse.Namespace) -> int:
     from .._http.push import sdk_run
+    from ..aws.encryption.run_keys import EncryptionKeyError
     from ..client.limits import queued_runs, queued_text
     from ..world.sdk_values import readable_value
 
     async def go() -> int:
         async with remote() as client:
-            if args.wait:
-                view = await client.world.runs.wait_for_terminal_status(args.run_id, timeout=args.wait)
-            else:
-                view = await client.world.runs.get(args.run_id)
+            try:
+                if args.wait:
+                    view = await client.world.runs.wait_for_terminal_status(args.run_id, timeout=args.wait)
+                else:
+                    view = await client.world.runs.get(args.run_id)
+            except EncryptionKeyError:
+                # Its values cannot be read (a run whose KMS key is lost): a failed run's error is shown all the
+                # same, read without them (the operator's error of ``awsworld fail``, stored unsealed, or what
+                # says why the run's own cannot be read); any other run has no result to show.
+                view = await client.world.runs.get(args.run_id, resolve_data="none")
+                if view.status != "failed":
+                    raise
             outcome = {"runId": view.run_id, **_outcome(view)}
             if view.status == "cancelled":
                 outcome["reason"] = await client.get_run(view.run_id)._cancel_reason()
@@ -511,8 +532,8 @@ def _result(args: argparse.Namespace) -> int:
                 print(compact(readable_value(view.output) if sdk_run(view) is not None else view.output))
                 return 0
             if view.status == "failed":
-                raise CliError(f"run {view.run_id} failed: {outcome['error']}",
-                               f"`awsworld describe {view.run_id}` shows where, with the tracebacks")
+                raise CliError(f"run {view.run_id} failed: {outcome['error']}", _failed_hint(view.run_id,
+                                                                                          view.error_code))
             if view.status == "cancelled":
                 reason = outcome.get("reason")
                 raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))
@@ -760,7 +781,8 @@ def _waited_for_hook(wait: float | None) -> Iterator[None]:
     except HookNotFoundError as missing:
         if wait is None or isinstance(missing, HookClosedError) or missing.disposed_hook is not None:
             raise
-        raise CliError(f"no hook holds this token: no run reached create_hook with it in {wait:g} s",
+        reason = missing.details.get("reason") or "no run has reached create_hook with it yet"
+        raise CliError(f"no hook holds this token: {reason} (looked for {wait:g} s)",
                        "check it against the tokens `awsworld hooks RUN` lists, whole; `awsworld describe RUN` "
                        "says what the run waits on") from None
 

@@ -568,7 +568,9 @@ class Client:
         ``FAILED_ON_REQUEST``. ``reason`` (up to 512 characters) ends the message. A run of the TypeScript runtime
         (``_http.push.sdk_run``) gets that error as its runtime's bytes (``ErrorBytes.of_error``): its
         ``run.returnValue`` hydrates bytes, and awsworld's JSON failed it there. Raises ``RunGoneError`` for a run
-        that has ended and ``RunNotFoundError`` for an unknown id; returns the run as the write left it."""
+        that has ended and ``RunNotFoundError`` for an unknown id; returns the run as the write left it, without its
+        values (its input; its error is shown). A run whose KMS key is lost is failed too, its error stored
+        unsealed (``world.events.RunFailedData``)."""
         if reason is not None and len(reason) > MAX_CANCEL_REASON:
             raise ValueError(f"a fail reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
         run = await self.world.runs.get(run_id, resolve_data="none")
@@ -587,8 +589,11 @@ class Client:
             error, code = {"name": "FailedOnRequest", "message": f"failed on request{said}"}, FAILED_ON_REQUEST
         if sdk_run(run) is not None:  # its runtime reads bytes (``run.returnValue``), not awsworld's structure
             error = ErrorBytes.of_error(error["name"], error["message"]).to_wire()
-        result = await self.world.events.create(run_id, {"eventType": "run_failed",
-                                                         "eventData": {"error": error, "errorCode": code}})
+        # The error is the operator's words: a World that seals values stores it unsealed when the run's key is lost
+        # (``RunFailedData.unsealed_if_key_lost``), and the write's run is read without its values (the input of
+        # such a run cannot be read), so the run is failed and woken all the same, as ``cancel`` does.
+        result = await self.world.events.create(run_id, {"eventType": "run_failed", "eventData": {
+            "error": error, "errorCode": code, "unsealedIfKeyLost": True}}, resolve_data="none")
         never_started = result.run is not None and result.run.started_at is None
         await wake_run(self.world, run_id, run.workflow_name, "start" if never_started else "failed")
         return result.run if result.run is not None else await self.world.runs.get(run_id, resolve_data="none")

@@ -36,6 +36,7 @@ from .localstack_server import LocalStack, LocalStackError
 from .moto_server import MotoServer
 from .poller import LocalPoller
 from .provision import Provisioner, deprovision, provision
+from .server_starts import start_off_the_loop
 
 __all__ = [
     "DUMMY_CREDENTIALS",
@@ -55,6 +56,12 @@ BACKENDS: tuple[DynamoDBBackendName, ...] = ("moto", "dynamodb-local")
 SqsS3BackendName = Literal["moto", "localstack"]
 SQS_S3_BACKENDS: tuple[SqsS3BackendName, ...] = ("moto", "localstack")
 Server = MotoServer | DynamoDBLocal | LocalStack
+
+
+def _stop_server(server: Server) -> None:
+    """Stop a server whose start was abandoned (``server_starts``)."""
+    server.stop()
+
 
 # Emulators accept any credentials. Region and keys are fixed so DynamoDB Local (which keeps data per access
 # key and region) always shows one client what another wrote.
@@ -130,8 +137,10 @@ class LocalAWS:
                 raise RuntimeError(f"a shared {type(shared).__name__} must be started by its owner first")
         try:
             # Each start() blocks (DynamoDB Local and LocalStack take seconds to boot): run them off the event loop,
-            # and let every one finish before reporting a failure so none is left starting in the background.
-            results = await asyncio.gather(*(asyncio.to_thread(server.start) for server in self._owned),
+            # and let every one finish before reporting a failure so none is left starting in the background. A
+            # cancellation (a Ctrl-C of ``awsworld demo``) does not wait for them: each stops what it started once
+            # its start is done (``server_starts``).
+            results = await asyncio.gather(*(start_off_the_loop(server.start, _stop_server) for server in self._owned),
                                            return_exceptions=True)
             for result in results:
                 if isinstance(result, BaseException):

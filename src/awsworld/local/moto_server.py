@@ -16,11 +16,13 @@ from __future__ import annotations
 import collections
 import io
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .._http.loopback import EMULATOR_REFUSAL, SHUTDOWN_POLL_SECONDS, from_this_machine
+from ..durable.hook_payloads import HEARTBEAT_FIELD
 from . import moto_patch, moto_speedups
 
 log = logging.getLogger("awsworld.local.moto")
@@ -124,18 +126,27 @@ class SerializedDynamoDB:
 
 KEPT_FIRST = b"hook_received"
 """What a DynamoDB write carries when it records a hook's payload (its event's type, in the event item's JSON)."""
+HEARTBEAT_MARK = re.compile(rb'"' + HEARTBEAT_FIELD.encode() + rb'\\*":\s*true')
+"""A heartbeat's mark in its ``hook_received``'s data (``durable/hook_payloads.py``), as the event item's JSON
+holds it inside the request's (its quotes escaped): outside the payload, so an encrypted payload keeps it."""
 
 
 def kept_first(environ: dict[str, Any]) -> bool:
-    """Whether this DynamoDB write records a hook's payload (a resume, a webhook's, a fail or a heartbeat), whose
-    answer ``awsworld dev --state`` holds back until the state holding it is copied: an answered ``delivered`` is
-    then never lost to a ``kill -9`` (the copies every 5 s would lose up to 5 s of them, and the sender, told
+    """Whether this DynamoDB write records a hook's payload (a resume, a webhook's, a fail), whose answer
+    ``awsworld dev --state`` holds back until the state holding it is copied: an answered ``delivered`` is then
+    never lost to a ``kill -9`` (the copies every 5 s would lose up to 5 s of them, and the sender, told
     "delivered", has no reason to send again). Reads the request's body, and puts it back for moto. A user value
-    that holds the words (a step's result, say) costs a copy too many, never a payload kept late."""
+    that holds the words (a step's result, say) costs a copy too many, never a payload kept late.
+
+    Not a heartbeat's (a ``hook_received`` marked ``heartbeat``: as many marks as ``hook_received`` in the write):
+    its sender sends the next one anyway, and one lost with the last 5 s of a crash only moves the hook's
+    heartbeat deadline back by one interval; the periodic copy still saves it. Copying for each made a run
+    waiting on a heartbeated hook cost a whole copy of the table per heartbeat, each held before its answer."""
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length > 0 else b""
     environ["wsgi.input"] = io.BytesIO(body)
-    return KEPT_FIRST in body
+    received = body.count(KEPT_FIRST)
+    return received > 0 and received > len(HEARTBEAT_MARK.findall(body))
 
 
 class LoopbackOnly:

@@ -75,6 +75,10 @@ class RunCompletedData(EventData):
 class RunFailedData(EventData):
     error: StoredError
     error_code: str | None = None
+    unsealed_if_key_lost: bool | None = None
+    """awsworld's: an operator's end (``Client.fail``) whose error a World that seals values (``aws/values.py``)
+    stores in plain text when the run's key is lost, so a run no one can resume can still be failed, readably.
+    The error is the operator's words, never a value of the run; a run whose key opens has it sealed."""
 
 
 class RunCancelledData(EventData):

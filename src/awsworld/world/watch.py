@@ -27,7 +27,8 @@ keeps the same rule (``commit_due``), written once here.
   itself (``park_due``): the watchdog's wake is its redelivery, one delivery an hour instead of four.
 - The watchdog pushes the due of a run it wakes forward, doubling with each wake that finds the run still
   due (``snooze_due``), so a run that cannot progress (code missing, a message the dedup keys hold back) is
-  woken ever more rarely rather than every tick.
+  woken ever more rarely rather than every tick; never past the end of the run's lifetime, so a run waiting
+  for a concurrency slot is ended there like any other.
 
 Dues are kept rounded up to ``BUCKET`` (a minute) so the index key of a busy run changes at most once a
 bucket: on DynamoDB only a write that changes an index key is billed on the index (two writes: delete and
@@ -153,9 +154,17 @@ def timer_due(timers: Iterable[datetime], now: datetime, reach: float | None, *,
     return min(dues, default=None)
 
 
-def snooze_due(now: datetime, wakes: int) -> datetime:
-    """The due the watchdog gives a run it wakes for the ``wakes + 1``-th time in a row."""
-    return now + timedelta(seconds=min(MAX_SNOOZE_SECONDS, horizon_seconds() * 2 ** min(wakes, 20)))
+def snooze_due(now: datetime, wakes: int, lifetime_end: datetime | None = None) -> datetime:
+    """The due the watchdog gives a run it wakes for the ``wakes + 1``-th time in a row: the doubling backoff, but
+    never past the end of the run's lifetime (``world/rules/lifetime.py``) while that end is still ahead. A run
+    that cannot rest (a pending run waiting for a concurrency slot, a step waiting for one) has no exact due of its
+    own (``_worker/recovery.py``), only these snoozes: uncapped, a day's snooze would end it up to a day late. Once
+    the end has passed the backoff applies alone (the wake at the end ends the run; one that could not is not woken
+    every tick)."""
+    backoff = now + timedelta(seconds=min(MAX_SNOOZE_SECONDS, horizon_seconds() * 2 ** min(wakes, 20)))
+    if lifetime_end is not None and now < lifetime_end < backoff:
+        return lifetime_end
+    return backoff
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,9 @@ async def test_a_token_no_run_will_hold_still_raises_hook_not_found_after_its_wa
 
 async def test_a_resume_sent_before_the_run_reaches_the_hook_says_how_to_wait(awsworld_env) -> None:
     run = await awsworld_env.client.start(approve_tomorrow, "B-6")
-    with pytest.raises(HookNotFoundError, match=r"no hook owns that token yet: no run has reached create_hook with "
-                                                r"it; wait for the hook before resuming it \(await run.wait_for_hook"):
+    with pytest.raises(HookNotFoundError, match=r"no hook owns that token: no run has reached create_hook with it yet; "
+                                                r"if its run has not reached it yet, wait for the hook before resuming "
+                                                r"it \(await run.wait_for_hook"):
         await awsworld_env.client.resume_hook("approve:B-6", "too early")
     await run.wait_for_hook("approve:B-6")
     await awsworld_env.client.resume_hook("approve:B-6", "on time")

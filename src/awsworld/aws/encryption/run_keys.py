@@ -44,7 +44,18 @@ _CACHED = 4096
 
 class EncryptionKeyError(WorldError):
     """KMS refused to make or unwrap a run's data key (no permission, key disabled or deleted), or an encrypted
-    run's data key item is gone."""
+    run's data key item is gone. ``lost``: the run's key cannot be used until someone acts on the key or its
+    grants (a refusal KMS gives for good, or no key item), not a passing fault (throttling, KMS's own errors):
+    what an operator's ``fail`` of such a run stores its error unsealed for (``aws/values.py``)."""
+
+    def __init__(self, message: str, *, lost: bool = False) -> None:
+        super().__init__(message)
+        self.lost = lost
+
+
+#: KMS's refusals to unwrap a run's data key that no retry changes: the run's key is lost to this caller.
+LOST_KEY_CODES = frozenset({"AccessDeniedException", "DisabledException", "KMSInvalidStateException",
+                            "NotFoundException", "InvalidCiphertextException", "IncorrectKeyException"})
 
 
 def unreadable_error(error: EncryptionKeyError) -> dict[str, str]:
@@ -161,7 +172,8 @@ class RunKeys:
         cipher = known if known is not None and not isinstance(known, bytes) else await self._lookup(
             run_id, fresh=run_id in self._known and known is None)
         if cipher is None:
-            raise EncryptionKeyError(f"run {run_id} has encrypted values but no data key item ({DATA_KEY_SK})")
+            raise EncryptionKeyError(f"run {run_id} has encrypted values but no data key item ({DATA_KEY_SK})",
+                                     lost=True)
         return cipher
 
     async def _lookup(self, run_id: str, *, fresh: bool = False) -> RunCipher | None:
@@ -231,4 +243,5 @@ def _kms_error(doing: str, run_id: str, error: ClientError, key_id: str | None) 
             "InvalidCiphertextException": f"its wrapped data key does not open under {key} for this table and run "
                                           f"(the DATAKEY item was altered, or copied from another run or table)",
         }.get(code, "")
-    return EncryptionKeyError(f"KMS could not {doing} run {run_id} ({code or error}){': ' + hint if hint else ''}")
+    return EncryptionKeyError(f"KMS could not {doing} run {run_id} ({code or error}){': ' + hint if hint else ''}",
+                              lost=not doing.startswith("make") and code in LOST_KEY_CODES)

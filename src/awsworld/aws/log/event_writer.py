@@ -31,7 +31,7 @@ from typing import Any
 
 from ...world.entities import ResolveData
 from ...world.errors import WorldError
-from ...world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult
+from ...world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult, RunFailedData
 from ...world.rules.requests import VALUE_FIELD, carried_value
 from ...world.shared.answers import wait_answer
 from ..clients import AWSClients
@@ -76,8 +76,10 @@ class EventWriter:
             context = getattr(req.data(), "execution_context", None)
             await self.clients.keys.create(run_id, retention_of(context, self.clients.retention.default_seconds))
         expiry = self.clients.retention.object_expiry(run_id)
-        return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}",
-                                       expiry=expiry), expiry
+        data = req.data()
+        unsealed_if_key_lost = isinstance(data, RunFailedData) and bool(data.unsealed_if_key_lost)
+        return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}", expiry=expiry,
+                                       unsealed_if_key_lost=unsealed_if_key_lost), expiry
 
     async def store_values(self, run_id: str, units: list[list[CreateEventRequest]]) -> list[Stored]:
         return list(await asyncio.gather(*(self.store_value(run_id, unit[0]) for unit in units)))

@@ -15,7 +15,6 @@ from ...world.rules.hooks import HOOK_CLOSED, TOKEN_FREE, token_held_by, token_o
 from ..dynamodb.transactions import TxOp, put
 from ..keys import hook_key, hook_pointer_key, resume_marker_key, resume_once_key, token_key
 from ..resources import TTL_ATTRIBUTE
-from ..retention import epoch
 from .conditions import render
 from .item_states import END_STATUS, item_of, token_item
 from .plan import Plan, State
@@ -119,6 +118,6 @@ def plan_hook(plan: Plan, decision: Decision, state: State, view: View) -> None:
             e = token.expr
             token.condition = render(token_owned_by(hook_id), e, state.now)
             token.update = (f"SET {e.n('released')} = {e.v(True)}, "
-                            f"{e.n(TTL_ATTRIBUTE)} = {e.v(epoch(state.now) + state.run_retention() + state.max_run)} "
+                            f"{e.n(TTL_ATTRIBUTE)} = {e.v(state.item_ttl())} "
                             f"REMOVE {e.n('retentionUntil')}, {e.n(END_STATUS)}")
             plan.ops.append(token)

@@ -17,7 +17,7 @@ from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp
 from ..keys import run_key
 from ..resources import GSI_DUE_KEY, GSI_DUE_SHARD, WATCH_WAKES
-from ..retention import RETENTION_ATTRIBUTE
+from ..retention import RETENTION_ATTRIBUTE, running_ttl
 from ..values import StoredValue
 from .blocks import BlockEvent, event_record
 
@@ -198,6 +198,10 @@ class State:
 
     def run_retention(self) -> int:
         return int((self.run or {}).get(RETENTION_ATTRIBUTE) or self.retention)
+
+    def item_ttl(self) -> int:
+        """The TTL of an item of the run written by this commit (``aws/retention.py``, ``running_ttl``)."""
+        return running_ttl(self.now, self.run_retention(), self.max_run)
 
 
 def payload_of(req: CreateEventRequest) -> Any:

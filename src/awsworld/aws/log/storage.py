@@ -32,6 +32,9 @@ second."""
 
 
 class DynamoStorage:
+    expires_runs = True
+    """A run's items expire once its retention after its end passes (``aws/retention.py``), its tokens' too."""
+
     def __init__(self, clients: AWSClients, values: ValueStore) -> None:
         self.clients = clients
         self.clock: Clock = SYSTEM_CLOCK

@@ -22,13 +22,14 @@ from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION
 from ...world.rules import RULES, Check, Decision, Failed, NewRun, View, decide, decide_unit, refusal
 from ...world.rules.book import reads
 from ...world.rules.leases import LEASE_UNTIL_FIELD
-from ...world.watch import commit_due
+from ...world.rules.lifetime import lifetime_end
+from ...world.watch import commit_due, due_key
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp, put
 from ..keys import ATTRIBUTE_PREFIX, LAYOUT_VERSION, attrs_key, run_key, step_key, wait_key
-from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY, TTL_ATTRIBUTE
-from ..retention import RETENTION_ATTRIBUTE, end_ttl, epoch, retention_of
+from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY, TTL_ATTRIBUTE, WATCH_END
+from ..retention import RETENTION_ATTRIBUTE, end_ttl, retention_of, running_ttl
 from .hook_plans import plan_hook, release_hooks
 from .item_states import changes, iso, item_of, view_of
 from .plan import Plan, PlannedEvent, RunChange, SlotRef, State, payload_of, run_watch
@@ -68,7 +69,8 @@ def run_head(made: NewRun, now: str, *, retention: int = DEFAULT_RETENTION_SECON
     hundred bytes whatever the workflow carries. The input and execution context stay in the run_created event
     (slot 1), the attributes in their own item, the output or error in the terminal event (``endSlot``). It
     keeps the run's retention (``ret``: the terminal write sets the TTL from it) and, while the run runs, the
-    TTL every item of the run gets when written (``aws/retention.py``)."""
+    TTL every item of the run gets when written (``aws/retention.py``), and the end of its lifetime
+    (``WATCH_END``), where the watchdog's snoozes stop (``world.watch.snooze_due``)."""
     ret = retention_of(made.execution_context, retention)
     return {
         **run_key(made.run_id),
@@ -87,8 +89,9 @@ def run_head(made: NewRun, now: str, *, retention: int = DEFAULT_RETENTION_SECON
         GSI_WORKFLOW_KEY: made.workflow_name,
         GSI_RUN_KEY: made.run_id,
         **run_watch(made.run_id, commit_due(datetime.fromisoformat(now), ends_run=False)),
+        WATCH_END: due_key(lifetime_end(datetime.fromisoformat(now), made.execution_context)),
         RETENTION_ATTRIBUTE: ret,
-        TTL_ATTRIBUTE: epoch(now) + ret + max_run,
+        TTL_ATTRIBUTE: running_ttl(now, ret, max_run),
     }
 
 
@@ -164,7 +167,7 @@ def _attrs_update(state: State, attributes: tuple[tuple[str, str | None], ...]) 
     clauses: list[str] = []
     if sets:
         # The item may be born here (a run created without attributes): it carries the run's item TTL.
-        ttl = epoch(state.now) + state.run_retention() + state.max_run
+        ttl = state.item_ttl()
         clauses.append("SET " + ", ".join([*(f"{name(k)} = {e.v(v)}" for k, v in sets.items()),
                                            f"{e.n(TTL_ATTRIBUTE)} = if_not_exists({e.n(TTL_ATTRIBUTE)}, {e.v(ttl)})"]))
     if removes:

@@ -71,15 +71,29 @@ def closed_hook_error(run_id: str, run_status: str | None, hook_id: str | None =
                            disposed_hook=None if hook_id is None else (run_id, hook_id))
 
 
-def lookup_refusal(token: TokenState | None) -> WorldError:
+def lookup_refusal(token: TokenState | None, *, expires_runs: bool) -> WorldError:
     """What ``hooks.get_by_token`` raises when no hook answers for the token (``token``: its record, if any): the
-    run's end that closed it, or "not found", naming the hook a disposed token last belonged to."""
+    run's end that closed it, or "not found", naming the hook a disposed token last belonged to; for a token with
+    no record, why (``unknown_token_reason``, also in the error's ``details["reason"]`` for callers that add their
+    own advice to it)."""
     if token is not None and token.released and token.end_status is not None:
         return closed_hook_error(token.run_id, token.end_status, token.hook_id)
     if token is not None and token.disposed:
         return HookNotFoundError(disposed_message(token.run_id),
                                  disposed_hook=(token.run_id, token.hook_id))
-    return HookNotFoundError("no hook owns that token")
+    reason = unknown_token_reason(expires_runs)
+    return HookNotFoundError(f"no hook owns that token: {reason}", reason=reason)
+
+
+def unknown_token_reason(expires_runs: bool) -> str:
+    """Why no hook answers for a token the World has no record of: no run has created a hook with it yet, or, on a
+    World that deletes an ended run and its tokens' records once its retention passes (``expires_runs``: DynamoDB's
+    TTL), the run that held it ended and was deleted; the World cannot tell those apart. Where it deletes nothing
+    (in memory), the first is the only one, and the reason says just that."""
+    if not expires_runs:
+        return "no run has reached create_hook with it yet"
+    return ("either no run has reached create_hook with it yet, or the run that held it ended and was deleted once "
+            "its retention passed")
 
 
 def disposed_message(run_id: str) -> str:

@@ -16,9 +16,12 @@ first events) a retention later, and fail at its next delivery with nothing left
   with ``RunLifetimeError`` (``lifetime_failure``) before its code runs again, as a cancel ends a run where it is.
   A resting run's due (``_worker/recovery.py``, ``resting_due``) is never later than its lifetime's end, so even
   a run waiting on hooks alone is woken for it: one watchdog wake per such run, and nothing more per tick (the
-  index query is the one the watchdog makes anyway). The wake comes within the tick's period and the due's bucket
-  (a minute each in the stack), so the run ends before any of its items can expire unless its retention is
-  shorter than that.
+  index query is the one the watchdog makes anyway). A run that cannot rest (a pending run waiting for a
+  concurrency slot, a step waiting for one) is due by the watchdog's snoozes, which stop at its lifetime's end
+  (``world/watch.py``, ``snooze_due``). The wake comes within the tick's period and the due's bucket
+  (a minute each in the stack), and the items a run writes while it runs count a retention of a day at least
+  (``aws/retention.py``, ``running_retention``), so the run ends before any of its items can expire whatever its
+  retention.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from ...authoring.durations import duration_text
 from ...authoring.errors import RunLifetimeError
 from ...settings import SETTINGS
 
@@ -60,10 +64,10 @@ def context_of(created_data: Mapping[str, Any] | None) -> Mapping[str, Any] | No
 
 
 def limit_text(context: Mapping[str, Any] | None) -> str:
-    """The limit for people, naming where it comes from: ``365 days: the stack's MaxRunDays,
-    AWSWORLD_MAX_RUN_DAYS, when the run was created``."""
-    days = max_run_seconds(context) / _DAY
-    return f"{days:g} days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created"
+    """The limit for people, naming where it comes from: ``365 d: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS,
+    when the run was created`` (a test's small limit: ``43 s``, not a fraction of a day)."""
+    return (f"{duration_text(max_run_seconds(context))}: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run "
+            "was created")
 
 
 def ended_at_lifetime(run_id: str, created_at: datetime, context: Mapping[str, Any] | None) -> str:

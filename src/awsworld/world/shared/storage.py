@@ -84,6 +84,12 @@ class StorageEngine(Protocol[V]):
     @property
     def clock(self) -> Clock: ...
 
+    @property
+    def expires_runs(self) -> bool:
+        """Whether the World deletes an ended run, and its tokens' records, once its retention passes (DynamoDB's
+        TTL): a token it has no record of may then be one its run held (``rules.hooks.lookup_refusal``)."""
+        ...
+
     # -- writes ------------------------------------------------------------------------------------------------
 
     async def store_value(self, run_id: str, req: CreateEventRequest) -> V:
@@ -325,7 +331,7 @@ class WorldStorage(Generic[V]):
         token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
         hook, holder = await self.engine.hook_by_token(token, resolve_data)
         if hook is None:
-            raise lookup_refusal(holder)
+            raise lookup_refusal(holder, expires_runs=self.engine.expires_runs)
         return hook
 
     async def resumed_by(self, resume_id: str) -> tuple[str, str] | None:
