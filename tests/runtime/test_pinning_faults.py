@@ -5,6 +5,8 @@ queued: which code runs each message (``docs/how-to/changing-code.md``). On the 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from awsworld import RetryPolicy, step, step_metadata, workflow
 from awsworld.authoring.definitions import Registry
@@ -65,38 +67,35 @@ async def test_a_rollback_runs_a_failing_steps_next_attempts_on_the_deployment_r
 
 
 HELD = asyncio.Event()
-"""Set by the test to let v1's first step finish: the run is upgraded while that body runs."""
+"""Set by the test to let the first version's first step finish: the run is upgraded while that body runs."""
 ENTERED = asyncio.Event()
 
-SLOW_V1 = Registry()
-SLOW_V2 = Registry()
-with SLOW_V1.capture():
-    @step(name="fault.first")
-    async def first_v1(x: str) -> str:
-        ENTERED.set()
-        await HELD.wait()
-        return f"v1:{x}"
 
-    @step(name="fault.second")
-    async def second_v1(x: str) -> str:
-        return f"v1:{x}"
+def two_steps(version: str, *, held: bool) -> tuple[Registry, Callable[[str], Coroutine[Any, Any, list[str]]]]:
+    """A deployment of ``fault.two`` (two steps, each saying ``version``), and its workflow; ``held``: its first
+    step waits for ``HELD`` (having set ``ENTERED``)."""
+    registry = Registry()
+    with registry.capture():
+        @step(name="fault.first")
+        async def first(x: str) -> str:
+            if held:
+                ENTERED.set()
+                await HELD.wait()
+            return f"{version}:{x}"
 
-    @workflow(name="fault.two")
-    async def two_v1(x: str) -> list[str]:
-        return [await first_v1(x), await second_v1(x)]
+        @step(name="fault.second")
+        async def second(x: str) -> str:
+            return f"{version}:{x}"
 
-with SLOW_V2.capture():
-    @step(name="fault.first")
-    async def first_v2(x: str) -> str:
-        return f"v2:{x}"
+        @workflow(name="fault.two")
+        async def two(x: str) -> list[str]:
+            return [await first(x), await second(x)]
+    return registry, two
 
-    @step(name="fault.second")
-    async def second_v2(x: str) -> str:
-        return f"v2:{x}"
 
-    @workflow(name="fault.two")
-    async def two_v2(x: str) -> list[str]:
-        return [await first_v2(x), await second_v2(x)]
+SLOW_V1, two_v1 = two_steps("v1", held=True)
+V2_CODE, _ = two_steps("v2", held=False)
+V3_CODE, _ = two_steps("v3", held=False)
 
 
 async def test_an_upgrade_while_a_step_runs_lets_that_body_end_on_the_old_code_and_the_next_step_run_on_the_new(
@@ -104,11 +103,11 @@ async def test_an_upgrade_while_a_step_runs_lets_that_body_end_on_the_old_code_a
     HELD.clear()
     ENTERED.clear()
     await stack.deploy("v2", SLOW_V1)
-    await stack.deploy("v3", SLOW_V2)
+    await stack.deploy("v3", V2_CODE)
     run = await stack.client.options(deployment="v2").start(two_v1, "m")
     waiter = asyncio.ensure_future(run.result(timeout=30))
     await asyncio.wait_for(ENTERED.wait(), 30)
-    moved = await stack.upgrade(run, "v3", SLOW_V2)
+    moved = await stack.upgrade(run, "v3", V2_CODE)
     assert moved.outcome == "moved", moved
     HELD.set()
     assert await waiter == ["v1:m", "v2:m"]
@@ -126,16 +125,16 @@ async def test_two_upgrades_racing_leave_the_run_on_one_target_and_running_its_c
     HELD.clear()
     ENTERED.clear()
     await stack.deploy("v2", SLOW_V1)
-    await stack.deploy("v3", SLOW_V2)
-    await stack.deploy("v4", SLOW_V2)
+    await stack.deploy("v3", V2_CODE)
+    await stack.deploy("v4", V3_CODE)
     run = await stack.client.options(deployment="v2").start(two_v1, "race")
     waiter = asyncio.ensure_future(run.result(timeout=30))
     await asyncio.wait_for(ENTERED.wait(), 30)
-    both = await asyncio.gather(stack.upgrade(run, "v3", SLOW_V2), stack.upgrade(run, "v4", SLOW_V2))
+    both = await asyncio.gather(stack.upgrade(run, "v3", V2_CODE), stack.upgrade(run, "v4", V3_CODE))
     assert all(u.ok for u in both), both
     HELD.set()
-    assert await waiter == ["v1:race", "v2:race"]
-    assert await stack.pin(run) in ("v3", "v4")
+    said = {"v3": "v2", "v4": "v3"}[str(await stack.pin(run))]
+    assert await waiter == ["v1:race", f"{said}:race"], "the second step ran the code of the deployment it is on"
     assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
 
 
