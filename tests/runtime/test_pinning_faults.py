@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from awsworld import RetryPolicy, step, step_metadata, workflow
+from awsworld import RetryPolicy, create_hook, step, step_metadata, workflow
+from awsworld._deployments.pins import PIN_ATTRIBUTE
 from awsworld.authoring.definitions import Registry
 
 from .test_pinning import Stack, stack
@@ -147,3 +148,44 @@ async def test_an_upgrade_to_code_that_lacks_the_workflow_writes_nothing_and_the
     assert (refused.outcome, refused.source) == ("error", "v2"), refused
     assert await stack.pin(run) == "v2"
     assert await run.result(timeout=30) == "works:l at attempt 1"
+
+
+def family(version: str) -> tuple[Registry, Callable[[str], Coroutine[Any, Any, list[str]]]]:
+    """A deployment of ``fault.parent``: a child run that waits on a hook, then a second child; each says
+    ``version``."""
+    registry = Registry()
+    with registry.capture():
+        @step(name="fault.say")
+        async def say(x: str) -> str:
+            return f"{version}:{x}"
+
+        @workflow(name="fault.child")
+        async def child(x: str) -> str:
+            await create_hook(token=f"fault-child:{x}")
+            return await say(x)
+
+        @workflow(name="fault.parent")
+        async def parent(x: str) -> list[str]:
+            return [await child(f"{x}1"), await child(f"{x}2")]
+    return registry, parent
+
+
+async def test_a_parent_moved_while_its_child_waits_hears_the_childs_end_and_starts_its_next_child_on_the_target(
+        stack: Stack) -> None:
+    """The child stays on the code it started on (an upgrade moves the runs it names); its end wakes the parent on
+    the target, and the parent's next child is pinned to the target (a child takes its parent's deployment)."""
+    old, parent_v2 = family("v2")
+    new, _ = family("v3")
+    await stack.deploy("v2", old)
+    await stack.deploy("v3", new)
+    run = await stack.client.options(deployment="v2").start(parent_v2, "p")
+    await stack.hook_ready("fault-child:p1")
+    moved = await stack.upgrade(run, "v3", new)
+    assert (moved.outcome, moved.source, moved.target) == ("moved", "v2", "v3"), moved
+    await stack.client.resume_hook("fault-child:p1", {})
+    await stack.hook_ready("fault-child:p2")
+    await stack.client.resume_hook("fault-child:p2", {})
+    assert await run.result(timeout=30) == ["v2:p1", "v3:p2"]
+    children = (await stack.world.runs.list(workflow_name="fault.child", resolve_data="none", limit=100)).data
+    assert sorted(str(c.attributes.get(PIN_ATTRIBUTE)) for c in children) == ["v2", "v3"], children
+    assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
