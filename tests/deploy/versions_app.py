@@ -39,8 +39,9 @@ with V2.capture():
         return [first, await tag_v2(x)]
 
 
-CHARGES = RetryPolicy(max_attempts=4, initial_delay="1s", backoff=1, jitter=0)
-"""A step retried 1 s apart: time for an ``awsworld upgrade`` between its attempts."""
+CHARGES = RetryPolicy(max_attempts=4, initial_delay="4s", backoff=1, jitter=0)
+"""A step retried 4 s apart: time for an ``awsworld upgrade`` between its attempts, on a busy machine too
+(``tests/runtime/test_pinning_faults.py`` runs these behind a poller that does not wait for the upgrade)."""
 CHARGING = Registry()
 BROKEN_CHARGING = Registry()
 

@@ -17,6 +17,7 @@ from awsworld import create_hook, step, workflow
 from awsworld._engine.parking import PARKED_ATTRIBUTE, parked_run
 from awsworld.authoring.definitions import Registry, WorkflowDef
 from awsworld.cli.describe import _print_description, describe_document
+from awsworld.client.client import Run
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import OPERATOR_WAKE
 
@@ -55,20 +56,27 @@ with V2.capture():
         return await tag_v2(x)
 
 
+async def parked_on_v1(env: WorkflowTestEnv, monkeypatch: pytest.MonkeyPatch, x: str) -> Run[str]:
+    """A run of v1's ``pinpark.order`` parked on v1's own code: it reached its hook, then v1's code read process
+    state that changed (``reads_process_state``) when the hook's resume replayed it."""
+    run = await env.client.start(order_v1, x)
+    await run.wait_for_hook(f"pinpark:{x}")
+    monkeypatch.setitem(V1.workflows, "pinpark.order", WorkflowDef("pinpark.order", reads_process_state))
+    monkeypatch.setitem(STATE, "mode", "two")
+    await env.client.resume_hook(f"pinpark:{x}", "ok")
+    await env.idle()
+    view = await env.world.runs.get(run.run_id, resolve_data="none")
+    assert parked_run(view.status, view.attributes) is not None, view.attributes
+    return run
+
+
 async def test_a_pinned_run_parked_on_its_own_code_says_to_upgrade_it_and_an_upgrade_resumes_it(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
     caplog.set_level(logging.WARNING, logger="awsworld.flow")
     async with WorkflowTestEnv(registry=V1, deployment="v1") as env:
-        run = await env.client.start(order_v1, "a")
-        await run.wait_for_hook("pinpark:a")
-        monkeypatch.setitem(V1.workflows, "pinpark.order", WorkflowDef("pinpark.order", reads_process_state))
-        monkeypatch.setitem(STATE, "mode", "two")
-        await env.client.resume_hook("pinpark:a", "ok")
-        await env.idle()
-        view = await env.world.runs.get(run.run_id, resolve_data="none")
-        assert parked_run(view.status, view.attributes) is not None, view.attributes
+        run = await parked_on_v1(env, monkeypatch, "a")
 
         upgrade = (f"it is pinned to deployment v1, whose own code it diverges on, and stays there: deploy code "
                    f"that replays it (a patched() branch around what differs, docs/how-to/changing-code.md) and "
@@ -100,14 +108,7 @@ async def test_an_upgrade_cut_off_before_its_wake_is_finished_by_running_it_agai
     nothing, and the run waited for its hourly redelivery, told it was on the fix."""
     monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
     async with WorkflowTestEnv(registry=V1, deployment="v1") as env:
-        run = await env.client.start(order_v1, "b")
-        await run.wait_for_hook("pinpark:b")
-        monkeypatch.setitem(V1.workflows, "pinpark.order", WorkflowDef("pinpark.order", reads_process_state))
-        monkeypatch.setitem(STATE, "mode", "two")
-        await env.client.resume_hook("pinpark:b", "ok")
-        await env.idle()
-        assert parked_run(*(lambda v: (v.status, v.attributes))(
-            await env.world.runs.get(run.run_id, resolve_data="none"))) is not None
+        run = await parked_on_v1(env, monkeypatch, "b")
         await env.deploy("v2", V2)
 
         sends = env.world.queue

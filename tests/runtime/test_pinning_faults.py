@@ -8,38 +8,14 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from awsworld import RetryPolicy, create_hook, step, step_metadata, workflow
+from awsworld import create_hook, step, workflow
 from awsworld._deployments.pins import PIN_ATTRIBUTE
 from awsworld.authoring.definitions import Registry
+from deploy.versions_app import BROKEN_CHARGING, CHARGING, checkout, checkout_broken
 
 from .test_pinning import Stack, stack
 
 __all__ = ["stack"]  # (the fixture, shared with test_pinning)
-
-LATER = RetryPolicy(max_attempts=5, initial_delay="4s", backoff=1, jitter=0)
-"""A step's patient policy: its next attempt is queued 4 s out, time for an upgrade on the emulator."""
-
-WORKS = Registry()
-BROKEN = Registry()
-
-with WORKS.capture():
-    @step(name="fault.charge", retry=LATER)
-    async def charge_works(x: str) -> str:
-        return f"works:{x} at attempt {step_metadata().attempt}"
-
-    @workflow(name="fault.order")
-    async def order_works(x: str) -> str:
-        return await charge_works(x)
-
-with BROKEN.capture():
-    @step(name="fault.charge", retry=LATER)
-    async def charge_broken(x: str) -> str:
-        raise RuntimeError(f"the new code cannot charge {x}")
-
-    @workflow(name="fault.order")
-    async def order_broken(x: str) -> str:
-        return await charge_broken(x)
-
 
 async def first_attempt_failed(stack: Stack, run_id: str) -> None:
     for _ in range(600):
@@ -56,14 +32,14 @@ async def first_attempt_failed(stack: Stack, run_id: str) -> None:
 async def test_a_rollback_runs_a_failing_steps_next_attempts_on_the_deployment_rolled_back_to(stack: Stack) -> None:
     """v3 is live and breaks a step; the run started on v3 is moved back to v2 (``awsworld upgrade --to v2``).
     The step's next attempt was queued by v3, the live deployment, addressed to itself: it must run v2's code."""
-    await stack.deploy("v2", WORKS)
-    await stack.deploy("v3", BROKEN)
-    run = await stack.client.start(order_broken, "r")
+    await stack.deploy("v2", CHARGING)
+    await stack.deploy("v3", BROKEN_CHARGING)
+    run = await stack.client.start(checkout_broken, "r")
     await first_attempt_failed(stack, run.run_id)
     assert await stack.pin(run) == "v3"
-    back = await stack.upgrade(run, "v2", WORKS)
+    back = await stack.upgrade(run, "v2", CHARGING)
     assert (back.outcome, back.source, back.target) == ("moved", "v3", "v2"), back
-    assert await run.result(timeout=30) == "works:r at attempt 2"
+    assert await run.result(timeout=30) == "charged r at attempt 2"
     assert await stack.pin(run) == "v2"
 
 
@@ -141,13 +117,13 @@ async def test_two_upgrades_racing_leave_the_run_on_one_target_and_running_its_c
 
 async def test_an_upgrade_to_code_that_lacks_the_workflow_writes_nothing_and_the_run_goes_on(stack: Stack) -> None:
     HELD.set()
-    await stack.deploy("v2", WORKS)
+    await stack.deploy("v2", CHARGING)
     await stack.deploy("v3", LACKING)
-    run = await stack.client.options(deployment="v2").start(order_works, "l")
+    run = await stack.client.options(deployment="v2").start(checkout, "l")
     refused = await stack.upgrade(run, "v3", LACKING)
     assert (refused.outcome, refused.source) == ("error", "v2"), refused
     assert await stack.pin(run) == "v2"
-    assert await run.result(timeout=30) == "works:l at attempt 1"
+    assert await run.result(timeout=30) == "charged l at attempt 1"
 
 
 def family(version: str) -> tuple[Registry, Callable[[str], Coroutine[Any, Any, list[str]]]]:
