@@ -8,9 +8,14 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import pytest
+
 from awsworld import create_hook, step, workflow
+from awsworld._deployments import upgrade as upgrade_module
 from awsworld._deployments.pins import PIN_ATTRIBUTE
+from awsworld._deployments.upgrade import UpgradeError, retire
 from awsworld.authoring.definitions import Registry
+from awsworld.world.protocol import World
 from deploy.versions_app import BROKEN_CHARGING, CHARGING, checkout, checkout_broken
 
 from .test_pinning import Stack, stack
@@ -165,3 +170,72 @@ async def test_a_parent_moved_while_its_child_waits_hears_the_childs_end_and_sta
     children = (await stack.world.runs.list(workflow_name="fault.child", resolve_data="none", limit=100)).data
     assert sorted(str(c.attributes.get(PIN_ATTRIBUTE)) for c in children) == ["v2", "v3"], children
     assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
+
+
+async def test_a_deployment_retired_while_a_run_is_moved_to_it_keeps_the_run_where_it_was(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two operators: one moves a run back to v2 (``awsworld upgrade RUN --to v2``), the other retires v2
+    (``awsworld deployments retire v2``, or ``prune``) while the first replays the run: v2 held no run when the
+    retirement looked, and the move wrote its pin after. The run was pinned to a retired deployment (on Lambda, a
+    deleted version: it fails with ``DEPLOYMENT_MISMATCH`` at its next delivery). The move reads the deployment's
+    record after its write and puts the run back; its answer says why."""
+    old, _ = family("v2")
+    new, parent_v3 = family("v3")
+    await stack.deploy("v2", old)
+    await stack.deploy("v3", new)
+    run = await stack.client.start(parent_v3, "q")
+    await stack.hook_ready("fault-child:q1")
+    store = stack.world.deployments
+    assert store is not None
+    reading = upgrade_module.read_log
+
+    async def retired_meanwhile(world: World, run_id: str) -> Any:
+        await retire(store, stack.world, "v2")  # the other operator, while this one reads and replays the run
+        return await reading(world, run_id)
+
+    monkeypatch.setattr(upgrade_module, "read_log", retired_meanwhile)
+    refused = await upgrade_module.upgrade_run(stack.world, run.run_id, "v2", old)
+    monkeypatch.setattr(upgrade_module, "read_log", reading)
+    assert (refused.outcome, refused.source, refused.target) == ("error", "v3", "v2"), refused
+    assert refused.detail == "deployment 'v2' was retired while the run was moved to it: it stays on v3", refused
+    assert await stack.pin(run) == "v3"
+    await stack.client.resume_hook("fault-child:q1", {})
+    await stack.hook_ready("fault-child:q2")
+    await stack.client.resume_hook("fault-child:q2", {})
+    assert await run.result(timeout=30) == ["v3:q1", "v3:q2"]
+
+
+async def test_a_retirement_that_looked_before_a_run_was_moved_to_its_deployment_is_refused(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other order: the retirement lists v2's runs (none), the upgrade moves a run to v2 and finds v2 not
+    retired yet, then the retirement marks v2. It lists v2's runs again after its write, finds the run, and puts
+    the record back: ``UpgradeError``, v2 not retired, and the run finishes there."""
+    old, _ = family("v2")
+    new, parent_v3 = family("v3")
+    await stack.deploy("v2", old)
+    await stack.deploy("v3", new)
+    run = await stack.client.start(parent_v3, "w")
+    await stack.hook_ready("fault-child:w1")
+    store = stack.world.deployments
+    assert store is not None
+    listing = upgrade_module.runs_on
+    moves: list[Any] = []
+
+    async def moved_meanwhile(world: World, deployment: str) -> list[str]:
+        found = await listing(world, deployment)
+        if not moves:  # the other operator's upgrade, between this look and the write
+            moves.append(await upgrade_module.upgrade_run(stack.world, run.run_id, "v2", old))
+        return found
+
+    monkeypatch.setattr(upgrade_module, "runs_on", moved_meanwhile)
+    with pytest.raises(UpgradeError) as refused:
+        await retire(store, stack.world, "v2")
+    monkeypatch.setattr(upgrade_module, "runs_on", listing)
+    assert str(refused.value) == (f"deployment 'v2' was given 1 run(s) while it was retired ({run.run_id}, by "
+                                  f"`awsworld upgrade`): it was not retired")
+    assert [m.outcome for m in moves] == ["moved"], moves
+    assert {d.deployment_id: d.retired for d in await store.read()}["v2"] is False
+    await stack.client.resume_hook("fault-child:w1", {})
+    await stack.hook_ready("fault-child:w2")
+    await stack.client.resume_hook("fault-child:w2", {})
+    assert await run.result(timeout=30) == ["v3:w1", "v2:w2"]
