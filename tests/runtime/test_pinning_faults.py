@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from awsworld._deployments import upgrade as upgrade_module
 from awsworld._deployments.pins import PIN_ATTRIBUTE
 from awsworld._deployments.upgrade import UpgradeError, retire
 from awsworld.authoring.definitions import Registry
+from awsworld.client.client import Run
+from awsworld.world.deployments import DeploymentStore
 from awsworld.world.protocol import World
 from deploy.versions_app import BROKEN_CHARGING, CHARGING, checkout, checkout_broken
 
@@ -151,22 +154,46 @@ def family(version: str) -> tuple[Registry, Callable[[str], Coroutine[Any, Any, 
     return registry, parent
 
 
+@dataclass
+class Family:
+    """``fault.parent`` deployed as v2 and v3, and a run of it waiting on its first child's hook."""
+
+    stack: Stack
+    old: Registry
+    new: Registry
+    run: Run[list[str]]
+    x: str
+
+    @classmethod
+    async def started(cls, stack: Stack, x: str, *, on: str) -> Family:
+        (old, parent_v2), (new, parent_v3) = family("v2"), family("v3")
+        await stack.deploy("v2", old)
+        await stack.deploy("v3", new)
+        run = await stack.client.options(deployment=on).start(parent_v2 if on == "v2" else parent_v3, x)
+        await stack.hook_ready(f"fault-child:{x}1")
+        return cls(stack, old, new, run, x)
+
+    @property
+    def store(self) -> DeploymentStore:
+        assert self.stack.world.deployments is not None
+        return self.stack.world.deployments
+
+    async def finish(self) -> list[str]:
+        """Both children's hooks resumed: the parent's result."""
+        await self.stack.client.resume_hook(f"fault-child:{self.x}1", {})
+        await self.stack.hook_ready(f"fault-child:{self.x}2")
+        await self.stack.client.resume_hook(f"fault-child:{self.x}2", {})
+        return await self.run.result(timeout=30)
+
+
 async def test_a_parent_moved_while_its_child_waits_hears_the_childs_end_and_starts_its_next_child_on_the_target(
         stack: Stack) -> None:
     """The child stays on the code it started on (an upgrade moves the runs it names); its end wakes the parent on
     the target, and the parent's next child is pinned to the target (a child takes its parent's deployment)."""
-    old, parent_v2 = family("v2")
-    new, _ = family("v3")
-    await stack.deploy("v2", old)
-    await stack.deploy("v3", new)
-    run = await stack.client.options(deployment="v2").start(parent_v2, "p")
-    await stack.hook_ready("fault-child:p1")
-    moved = await stack.upgrade(run, "v3", new)
+    family_run = await Family.started(stack, "p", on="v2")
+    moved = await stack.upgrade(family_run.run, "v3", family_run.new)
     assert (moved.outcome, moved.source, moved.target) == ("moved", "v2", "v3"), moved
-    await stack.client.resume_hook("fault-child:p1", {})
-    await stack.hook_ready("fault-child:p2")
-    await stack.client.resume_hook("fault-child:p2", {})
-    assert await run.result(timeout=30) == ["v2:p1", "v3:p2"]
+    assert await family_run.finish() == ["v2:p1", "v3:p2"]
     children = (await stack.world.runs.list(workflow_name="fault.child", resolve_data="none", limit=100)).data
     assert sorted(str(c.attributes.get(PIN_ATTRIBUTE)) for c in children) == ["v2", "v3"], children
     assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
@@ -179,14 +206,8 @@ async def test_a_deployment_retired_while_a_run_is_moved_to_it_keeps_the_run_whe
     retirement looked, and the move wrote its pin after. The run was pinned to a retired deployment (on Lambda, a
     deleted version: it fails with ``DEPLOYMENT_MISMATCH`` at its next delivery). The move reads the deployment's
     record after its write and puts the run back; its answer says why."""
-    old, _ = family("v2")
-    new, parent_v3 = family("v3")
-    await stack.deploy("v2", old)
-    await stack.deploy("v3", new)
-    run = await stack.client.start(parent_v3, "q")
-    await stack.hook_ready("fault-child:q1")
-    store = stack.world.deployments
-    assert store is not None
+    family_run = await Family.started(stack, "q", on="v3")
+    run, store = family_run.run, family_run.store
     reading = upgrade_module.read_log
 
     async def retired_meanwhile(world: World, run_id: str) -> Any:
@@ -194,15 +215,12 @@ async def test_a_deployment_retired_while_a_run_is_moved_to_it_keeps_the_run_whe
         return await reading(world, run_id)
 
     monkeypatch.setattr(upgrade_module, "read_log", retired_meanwhile)
-    refused = await upgrade_module.upgrade_run(stack.world, run.run_id, "v2", old)
+    refused = await upgrade_module.upgrade_run(stack.world, run.run_id, "v2", family_run.old)
     monkeypatch.setattr(upgrade_module, "read_log", reading)
     assert (refused.outcome, refused.source, refused.target) == ("error", "v3", "v2"), refused
     assert refused.detail == "deployment 'v2' was retired while the run was moved to it: it stays on v3", refused
     assert await stack.pin(run) == "v3"
-    await stack.client.resume_hook("fault-child:q1", {})
-    await stack.hook_ready("fault-child:q2")
-    await stack.client.resume_hook("fault-child:q2", {})
-    assert await run.result(timeout=30) == ["v3:q1", "v3:q2"]
+    assert await family_run.finish() == ["v3:q1", "v3:q2"]
 
 
 async def test_a_retirement_that_looked_before_a_run_was_moved_to_its_deployment_is_refused(
@@ -210,21 +228,15 @@ async def test_a_retirement_that_looked_before_a_run_was_moved_to_its_deployment
     """The other order: the retirement lists v2's runs (none), the upgrade moves a run to v2 and finds v2 not
     retired yet, then the retirement marks v2. It lists v2's runs again after its write, finds the run, and puts
     the record back: ``UpgradeError``, v2 not retired, and the run finishes there."""
-    old, _ = family("v2")
-    new, parent_v3 = family("v3")
-    await stack.deploy("v2", old)
-    await stack.deploy("v3", new)
-    run = await stack.client.start(parent_v3, "w")
-    await stack.hook_ready("fault-child:w1")
-    store = stack.world.deployments
-    assert store is not None
+    family_run = await Family.started(stack, "w", on="v3")
+    run, store = family_run.run, family_run.store
     listing = upgrade_module.runs_on
     moves: list[Any] = []
 
     async def moved_meanwhile(world: World, deployment: str) -> list[str]:
         found = await listing(world, deployment)
         if not moves:  # the other operator's upgrade, between this look and the write
-            moves.append(await upgrade_module.upgrade_run(stack.world, run.run_id, "v2", old))
+            moves.append(await upgrade_module.upgrade_run(stack.world, run.run_id, "v2", family_run.old))
         return found
 
     monkeypatch.setattr(upgrade_module, "runs_on", moved_meanwhile)
@@ -235,7 +247,4 @@ async def test_a_retirement_that_looked_before_a_run_was_moved_to_its_deployment
                                   f"`awsworld upgrade`): it was not retired")
     assert [m.outcome for m in moves] == ["moved"], moves
     assert {d.deployment_id: d.retired for d in await store.read()}["v2"] is False
-    await stack.client.resume_hook("fault-child:w1", {})
-    await stack.hook_ready("fault-child:w2")
-    await stack.client.resume_hook("fault-child:w2", {})
-    assert await run.result(timeout=30) == ["v3:w1", "v2:w2"]
+    assert await family_run.finish() == ["v3:w1", "v2:w2"]
