@@ -30,7 +30,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "time_ns", "uuid4", "webhook_url", "workflow_metadata",
     ),
     "authoring.children": ("ChildOptions", "ChildRun", "ChildWorkflowError", "child_options", "start_child"),
-    "authoring.definitions": ("WorkflowNotRegisteredError", "step", "workflow"),
+    "authoring.definitions": ("Workflow", "WorkflowNotRegisteredError", "step", "workflow"),
     "authoring.errors": (
         "CallNotAwaitedError", "ChildDepthError", "CodecError", "DeterminismError", "FatalError", "HookConflictError",
         "HookFailedError", "HookHeartbeatTimeoutError", "HookTimeoutError", "PollAttemptsExhaustedError",
@@ -44,6 +44,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "authoring.poll": ("poll_until",),
     "authoring.resume": ("resume_hook",),
     "authoring.retry": ("RetryPolicy",),
+    "authoring.runtime": ("WorkflowMetadata",),
+    "authoring.step_context": ("StepMetadata", "StreamWriter"),
     "authoring.webhook_responses": ("InvalidWebhookResponseError", "WebhookResponse", "respond"),
     "client.client": ("Client", "Run"),
     "durable.codecs": ("Codec", "Place", "PydanticCodec"),
@@ -83,7 +85,7 @@ if TYPE_CHECKING:
         workflow_metadata,
     )
     from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
-    from .authoring.definitions import WorkflowNotRegisteredError, step, workflow
+    from .authoring.definitions import Workflow, WorkflowNotRegisteredError, step, workflow
     from .authoring.errors import (
         CallNotAwaitedError,
         ChildDepthError,
@@ -114,6 +116,8 @@ if TYPE_CHECKING:
     from .authoring.poll import poll_until
     from .authoring.resume import resume_hook
     from .authoring.retry import RetryPolicy
+    from .authoring.runtime import WorkflowMetadata
+    from .authoring.step_context import StepMetadata, StreamWriter
     from .authoring.webhook_responses import InvalidWebhookResponseError, WebhookResponse, respond
     from .client.client import Client, Run
     from .durable.codecs import Codec, Place, PydanticCodec
@@ -180,9 +184,13 @@ __all__ = [
     "ScheduleInfo",
     "StepError",
     "StepInterruptedError",
+    "StepMetadata",
     "StepTimeoutError",
+    "StreamWriter",
     "ValueTooLargeError",
     "WebhookResponse",
+    "Workflow",
+    "WorkflowMetadata",
     "WorkflowNotRegisteredError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",

@@ -67,14 +67,14 @@ child's run id.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from ..durable.child_calls import LINK_KEY, TOKEN_PREFIX, child_run_id, child_token
 from ..durable.codecs import Codec
 from ..world.rules.limiters import LimitInputError, check_key, check_priority
-from .definitions import WorkflowDef, not_a_workflow
+from .definitions import Workflow, WorkflowDef, not_a_workflow
 from .names import check_name
 from .runtime import noted, require_runtime
 
@@ -160,15 +160,15 @@ class ChildOptions(Generic[C]):
     concurrency_key: str | None = None
 
     @overload
-    async def start(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+    async def start(self: ChildOptions[NoCodec], workflow: Workflow[P, R], /, *args: P.args,
                     **kwargs: P.kwargs) -> ChildRun[R]: ...
 
     @overload
-    async def start(self: ChildOptions[C], workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+    async def start(self: ChildOptions[C], workflow: Workflow[P, Any], /, *args: P.args,
                     **kwargs: P.kwargs) -> ChildRun[C]: ...
 
     @noted("child_options(...).start()")
-    async def start(self, workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+    async def start(self, workflow: Workflow[P, Any], /, *args: P.args,
                     **kwargs: P.kwargs) -> ChildRun[Any]:
         """``start_child`` with these options."""
         definition = getattr(workflow, "__awsworld_workflow__", None)
@@ -190,15 +190,15 @@ class ChildOptions(Generic[C]):
             check_key(self.concurrency_key, definition.limit.spec.name)
 
     @overload
-    async def call(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+    async def call(self: ChildOptions[NoCodec], workflow: Workflow[P, R], /, *args: P.args,
                    **kwargs: P.kwargs) -> R: ...
 
     @overload
-    async def call(self: ChildOptions[C], workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+    async def call(self: ChildOptions[C], workflow: Workflow[P, Any], /, *args: P.args,
                    **kwargs: P.kwargs) -> C: ...
 
     @noted("child_options(...).call()")
-    async def call(self, workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+    async def call(self, workflow: Workflow[P, Any], /, *args: P.args,
                    **kwargs: P.kwargs) -> Any:
         """Start the child with these options and await its value (``await child_workflow(...)`` with options)."""
         return await (await self.start(workflow, *args, **kwargs))
@@ -247,7 +247,7 @@ def child_options(*, detached: bool = False, name: str | None = None,
 
 
 @noted("awsworld.start_child()")
-async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+async def start_child(workflow: Workflow[P, R], /, *args: P.args,
                       **kwargs: P.kwargs) -> ChildRun[R]:
     """Start ``workflow(*args, **kwargs)`` as a child run of this workflow; return its handle once the child
     run exists: ``await handle`` later for the child's value, or leave it running (it runs on even if this

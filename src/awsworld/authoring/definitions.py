@@ -35,6 +35,7 @@ from .runtime import call_step, call_workflow, current_runtime, made
 
 P = ParamSpec("P")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -349,16 +350,41 @@ def _refuse_method(fn: Callable[..., Any], kind: str) -> None:
 
 
 class _Decorator(Protocol):
-    """What ``@workflow(...)`` and ``@step(...)`` return: a decorator that keeps the function's signature."""
+    """What ``@step(...)`` returns: a decorator that keeps the function's signature."""
 
     def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
 
 class _CodecDecorator(Protocol[T]):
-    """What ``@workflow(codec=...)`` and ``@step(codec=...)`` return: the decorated function must return what the
-    codec decodes to (``Codec[T]``), and keeps its signature."""
+    """What ``@step(codec=...)`` returns: the decorated function must return what the codec decodes to
+    (``Codec[T]``), and keeps its signature."""
 
     def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+
+class Workflow(Protocol[P, R_co]):
+    """What ``@workflow`` makes of an ``async def`` taking ``P`` and returning ``R_co``, to a type checker: the
+    function's own signature (calling it returns its coroutine, a child run inside a workflow) and the definition
+    the decorator attached. ``Client.start``, ``start_child`` and ``child_options().start``/``.call`` take one, so
+    passing them a ``@step`` (or an undecorated function), which has no ``__awsworld_workflow__``, is a type error
+    before it is ``not_a_workflow``'s runtime one (tests/typing/sample_usage.py)."""
+
+    __awsworld_workflow__: WorkflowDef
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R_co]: ...
+
+
+class _WorkflowDecorator(Protocol):
+    """What ``@workflow(...)`` returns: a decorator that keeps the function's signature."""
+
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Workflow[P, R]: ...
+
+
+class _CodecWorkflowDecorator(Protocol[T]):
+    """What ``@workflow(codec=...)`` returns: the decorated function must return what the codec decodes to
+    (``Codec[T]``), and keeps its signature."""
+
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> Workflow[P, T]: ...
 
 
 def _mark(fn: Callable[..., Any], attribute: str, definition: WorkflowDef | StepDef) -> None:
@@ -368,7 +394,7 @@ def _mark(fn: Callable[..., Any], attribute: str, definition: WorkflowDef | Step
 
 
 @overload
-def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
+def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Workflow[P, R]: ...
 
 
 @overload
@@ -376,7 +402,7 @@ def workflow(*, name: str | None = None, retention: Duration | None = None, code
              schedule: Schedule | Sequence[Schedule] | None = None,
              args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
              pinned: bool = True,
-             concurrency: int | Concurrency | None = None) -> _CodecDecorator[T]: ...
+             concurrency: int | Concurrency | None = None) -> _CodecWorkflowDecorator[T]: ...
 
 
 @overload
@@ -384,7 +410,7 @@ def workflow(*, name: str | None = None, retention: Duration | None = None, code
              schedule: Schedule | Sequence[Schedule] | None = None,
              args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
              pinned: bool = True,
-             concurrency: int | Concurrency | None = None) -> _Decorator: ...
+             concurrency: int | Concurrency | None = None) -> _WorkflowDecorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
@@ -392,7 +418,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
              schedule: Schedule | Sequence[Schedule] | None = None,
              args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True, pinned: bool = True,
              concurrency: int | Concurrency | None = None,
-             ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
+             ) -> Workflow[..., Any] | _WorkflowDecorator | _CodecWorkflowDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
     ``@workflow`` and ``@workflow(name=...)`` keep the function's parameters and return type. Called inside
@@ -434,7 +460,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
 
-    def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Workflow[P, R]:
         _require_async(f, "workflow")
         _warn_if_main(f, name)
         # the body a run replays: ``f``, not the wrapper
@@ -456,7 +482,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
         _mark(f, "__awsworld_workflow__", definition)
         _mark(call, "__awsworld_workflow__", definition)
-        return _coroutine_function(call)
+        return cast("Workflow[P, R]", _coroutine_function(call))  # _mark gave it the attribute Workflow declares
 
     return decorate(fn) if fn is not None else decorate
 

@@ -30,7 +30,7 @@ import asyncio
 import enum
 from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from ..durable.codecs import Codec
 from .durations import Duration, When, resolve, seconds
@@ -41,6 +41,10 @@ from .runtime import current_runtime, noted
 R = TypeVar("R")
 
 class _NoState(enum.Enum):
+    """The type of ``NO_STATE``. ``poll_until`` annotates ``initial_state: R | _NoState``, not ``R |
+    Literal[_NoState.NO_STATE]``: with the ``Literal``, mypy solved ``R`` from ``initial_state=1`` as ``Literal[1]``
+    and rejected the check returning ``int`` (tests/typing/sample_usage.py, checked by mypy too)."""
+
     NO_STATE = "no state"
 
 
@@ -52,7 +56,7 @@ NO_STATE = _NoState.NO_STATE
 async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
                      predicate: Callable[[R], bool] = bool, interval: Duration = 1.0, backoff: float = 2.0,
                      max_interval: Duration | None = 60.0, timeout: When | None = None,
-                     max_attempts: int | None = None, initial_state: R | Literal[_NoState.NO_STATE] = NO_STATE,
+                     max_attempts: int | None = None, initial_state: R | _NoState = NO_STATE,
                      codec: Codec[R] | None = None, **kwargs: Any) -> R:
     """Run the step ``check(*args, **kwargs)`` until ``predicate(result)`` is true (default: the result is
     truthy) and return that result.

@@ -14,14 +14,14 @@ its start, so scheduled runs are recorded by the same code as ``Client.start``'s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
 from .._worker.run_control import RunStarter
-from ..authoring.definitions import workflow_definition
+from ..authoring.definitions import Workflow, workflow_definition
 from ..durable import json_data, serde
 from ..world import schedule_timing as timing
 from ..world.rules.schedules import Claim, pause, refuse_backfill, refuse_create, refuse_delete, resume, trigger
@@ -75,7 +75,7 @@ class ScheduleClient:
     def _now(self) -> datetime:
         return self.world.clock.now()
 
-    async def create(self, schedule_id: str, workflow: Callable[..., Coroutine[Any, Any, Any]] | str,
+    async def create(self, schedule_id: str, workflow: Workflow[..., Any] | str,
                      schedule: Schedule) -> ScheduleState:
         """A schedule of ``workflow`` (a ``@workflow`` or a registered name), counting its ticks from now.
         ``ScheduleExistsError`` if the id is taken (nothing is written); arguments that do not fit a workflow

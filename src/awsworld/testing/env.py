@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -31,7 +31,7 @@ from .._timeline import how_far
 from .._worker.dispatch import Worker
 from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from .._worker.tick import run_tick
-from ..authoring.definitions import Registry
+from ..authoring.definitions import Registry, Workflow
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client, check_delivery_loop
 from ..client.waits import waits_text
@@ -71,7 +71,7 @@ class WorkflowTestEnv:
 
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
                  registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
-                 schedules: Sequence[Callable[..., Any] | str] = (), deployment: str | None = None,
+                 schedules: Sequence[Workflow[..., Any] | str] = (), deployment: str | None = None,
                  stall_timeout: float | None = STALL_TIMEOUT) -> None:
         """``time_skipping``: whether the clock skips ahead to the next due wait when a test waits for a run and
         nothing else can run (the default); ``False`` keeps real time (``env.sleep`` and ``env.advance`` still
