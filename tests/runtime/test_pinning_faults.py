@@ -5,13 +5,12 @@ queued: which code runs each message (``docs/how-to/changing-code.md``). On the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from awsworld import create_hook, step, workflow
+from awsworld import Workflow, create_hook, step, workflow
 from awsworld._deployments import upgrade as upgrade_module
 from awsworld._deployments.pins import PIN_ATTRIBUTE
 from awsworld._deployments.upgrade import UpgradeError, retire
@@ -56,7 +55,7 @@ HELD = asyncio.Event()
 ENTERED = asyncio.Event()
 
 
-def two_steps(version: str, *, held: bool) -> tuple[Registry, Callable[[str], Coroutine[Any, Any, list[str]]]]:
+def two_steps(version: str, *, held: bool) -> tuple[Registry, Workflow[[str], list[str]]]:
     """A deployment of ``fault.two`` (two steps, each saying ``version``), and its workflow; ``held``: its first
     step waits for ``HELD`` (having set ``ENTERED``)."""
     registry = Registry()
@@ -134,7 +133,7 @@ async def test_an_upgrade_to_code_that_lacks_the_workflow_writes_nothing_and_the
     assert await run.result(timeout=30) == "charged l at attempt 1"
 
 
-def family(version: str) -> tuple[Registry, Callable[[str], Coroutine[Any, Any, list[str]]]]:
+def family(version: str) -> tuple[Registry, Workflow[[str], list[str]]]:
     """A deployment of ``fault.parent``: a child run that waits on a hook, then a second child; each says
     ``version``."""
     registry = Registry()
