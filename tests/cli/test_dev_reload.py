@@ -638,3 +638,37 @@ def test_a_payload_for_a_parked_run_says_the_run_is_parked_and_reaches_it_once_c
         assert finished.code == 0 and json.loads(finished.out)["output"] == "tagged P-1 yes", finished
     finally:
         dev.stop()
+
+
+def test_a_bad_edit_reverted_takes_the_runs_it_started_back_to_the_code_before_it(
+        tmp_path: Path, runner: Runner) -> None:
+    """A rollback under ``dev``: the working code, then an edit that breaks a step, a run started on the edit whose
+    step fails, and the edit reverted (new runs start on the first version again). ``awsworld upgrade RUN`` moves
+    the run back to the first version, and its step's next attempt (``awsworld skip``), queued by the edit's
+    version, runs the first version's code."""
+    source = tmp_path / "src" / "prices.py"
+    source.parent.mkdir()
+    working = textwrap.dedent(PRICES).replace("prices[skuu]", "prices[sku]")
+    source.write_text(working)
+    dev = WatchedDev(tmp_path, tmp_path / "state", [runner], module="prices")
+    try:
+        first = dev.banner_deployment()
+        mark_at = len(dev.lines)
+        source.write_text(textwrap.dedent(PRICES))  # the bad edit
+        dev.wait_for(r"^reloaded prices: ", mark_at)
+        run_id = dev("start", "prices.price", '"kettle"').out.strip()
+        dev.wait_for(rf"^run {run_id}: step prices\.lookup \(step_1\) attempt 1 of 4 failed: NameError", timeout=30)
+
+        mark_at = len(dev.lines)
+        source.write_text(working)  # reverted: the first version again (retired at the edit: it held no run)
+        dev.wait_for(rf"^new runs start on {first}; ", mark_at)
+        dev.wait_for(r"^reloaded prices: ", mark_at)
+        moved = dev("upgrade", run_id)
+        assert moved.code == 0 and f"moved {run_id} (prices.price) from dev-" in moved.out, moved
+        assert f" to {first}: " in moved.out, moved
+        assert dev("skip", run_id).code == 0
+        result = dev("result", run_id, "--wait", "30")
+        assert (result.code, result.out.strip()) == (0, "20"), result
+        assert json.loads(dev("describe", run_id, "--json").out)["deployment"] == first
+    finally:
+        dev.stop()

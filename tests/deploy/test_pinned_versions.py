@@ -29,6 +29,7 @@ import pytest
 
 from awsworld import WorkflowRunFailedError
 from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE
+from awsworld._deployments.upgrade import upgrade_run
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import RequestStats
 from awsworld.client.client import Client
@@ -40,7 +41,7 @@ from awsworld.world.deployments import Deployment
 from awsworld.world.errors import HookNotFoundError
 
 from .lambda_env import EventSourceMapping
-from .versions_app import V1, V2
+from .versions_app import BROKEN_CHARGING, CHARGING, V1, V2
 
 FUNCTION = "awsworld-test-flow"
 
@@ -135,6 +136,37 @@ async def test_a_deleted_versions_run_fails_with_the_typed_error_after_three_rer
     assert failed.value.code == DEPLOYMENT_MISMATCH and "'v1'" in str(failed.value)
     assert "after 3 re-routes" in str(failed.value)
     assert versions.invokes == [], "no version was invoked: it was gone"
+
+
+async def test_a_rollback_runs_a_failing_steps_next_attempts_on_the_version_rolled_back_to(
+        local: LocalAWS, versions: FunctionVersions) -> None:
+    """Version 22 (live) breaks a step; ``awsworld upgrade RUN --to v21`` moves its run back to version 21. The
+    step's next attempt was queued by version 22, addressed to itself: version 22 reads the run's pin before the
+    body runs and hands the message to version 21 (it ran every remaining attempt on the broken code, the run
+    pinned to v21). (Versions of their own: the stack's deployments' records are the other tests' too.)
+    That read costs every queued step message of a pinned run one ``GetItem`` of the run, on the live version too
+    (``_deployments.routing.reads_step_pin``)."""
+    world, client = local.world, Client(local.world, check_published=False)
+    versions.publish("21", CHARGING)
+    live = versions.publish("22", BROKEN_CHARGING)
+    esm = EventSourceMapping(world, _live(live), visibility_timeout=30)
+
+    async def failed_once() -> bool:
+        steps = (await world.steps.list(run.run_id, resolve_data="none")).data
+        return bool(steps) and steps[0].error is not None
+
+    run = await client.start("versions.checkout", "r")  # pinned by its first delivery, on the live v22
+    await _until(esm, versions, failed_once)
+    moved = await upgrade_run(world, run.run_id, "v21", CHARGING)
+    assert (moved.outcome, moved.source, moved.target) == ("moved", "v22", "v21"), moved
+    await _until(esm, versions, lambda: _ended(world, run.run_id))
+    assert await run.result(timeout=5) == "charged r at attempt 2", "version 1's step ran the second attempt"
+    assert (await world.runs.get(run.run_id, resolve_data="none")).attributes[PIN_ATTRIBUTE] == "v21"
+    # The upgrade's wake (addressed to v21) and the step's second attempt (queued by v22, addressed to v22, whose
+    # read of the run found it on v21) reached version 22 and were handed to version 21 (with any other wake).
+    handed = [(e["awsworldHandOver"]["to"], '"stepId"' in e["awsworldHandOver"]["record"]["body"])
+              for e in versions.invokes]
+    assert ("v21", True) in handed and {to for to, _ in handed} == {"v21"}, handed
 
 
 async def test_retiring_a_drained_version_deletes_it_and_refuses_one_with_runs(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from awsworld import create_hook, sleep, step, workflow
+from awsworld import RetryPolicy, create_hook, sleep, step, step_metadata, workflow
 from awsworld.authoring.definitions import Registry
 
 V1 = Registry()
@@ -37,3 +37,28 @@ with V2.capture():
         await create_hook(token=f"versions-go:{x}")
         await sleep(1)
         return [first, await tag_v2(x)]
+
+
+CHARGES = RetryPolicy(max_attempts=4, initial_delay="4s", backoff=1, jitter=0)
+"""A step retried 4 s apart: time for an ``awsworld upgrade`` between its attempts, on a busy machine too
+(``tests/runtime/test_pinning_faults.py`` runs these behind a poller that does not wait for the upgrade)."""
+CHARGING = Registry()
+BROKEN_CHARGING = Registry()
+
+with CHARGING.capture():
+    @step(name="versions.charge", retry=CHARGES)
+    async def charge(x: str) -> str:
+        return f"charged {x} at attempt {step_metadata().attempt}"
+
+    @workflow(name="versions.checkout")
+    async def checkout(x: str) -> str:
+        return await charge(x)
+
+with BROKEN_CHARGING.capture():
+    @step(name="versions.charge", retry=CHARGES)
+    async def charge_broken(x: str) -> str:
+        raise RuntimeError(f"this version cannot charge {x}")  # the bad deploy a rollback undoes
+
+    @workflow(name="versions.checkout")
+    async def checkout_broken(x: str) -> str:
+        return await charge_broken(x)

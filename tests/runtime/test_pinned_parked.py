@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,9 @@ from awsworld import create_hook, step, workflow
 from awsworld._engine.parking import PARKED_ATTRIBUTE, parked_run
 from awsworld.authoring.definitions import Registry, WorkflowDef
 from awsworld.cli.describe import _print_description, describe_document
+from awsworld.client.client import Run
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.messages import OPERATOR_WAKE
 
 STATE = {"mode": "one"}
 V1 = Registry()
@@ -53,20 +56,27 @@ with V2.capture():
         return await tag_v2(x)
 
 
+async def parked_on_v1(env: WorkflowTestEnv, monkeypatch: pytest.MonkeyPatch, x: str) -> Run[str]:
+    """A run of v1's ``pinpark.order`` parked on v1's own code: it reached its hook, then v1's code read process
+    state that changed (``reads_process_state``) when the hook's resume replayed it."""
+    run = await env.client.start(order_v1, x)
+    await run.wait_for_hook(f"pinpark:{x}")
+    monkeypatch.setitem(V1.workflows, "pinpark.order", WorkflowDef("pinpark.order", reads_process_state))
+    monkeypatch.setitem(STATE, "mode", "two")
+    await env.client.resume_hook(f"pinpark:{x}", "ok")
+    await env.idle()
+    view = await env.world.runs.get(run.run_id, resolve_data="none")
+    assert parked_run(view.status, view.attributes) is not None, view.attributes
+    return run
+
+
 async def test_a_pinned_run_parked_on_its_own_code_says_to_upgrade_it_and_an_upgrade_resumes_it(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
     caplog.set_level(logging.WARNING, logger="awsworld.flow")
     async with WorkflowTestEnv(registry=V1, deployment="v1") as env:
-        run = await env.client.start(order_v1, "a")
-        await run.wait_for_hook("pinpark:a")
-        monkeypatch.setitem(V1.workflows, "pinpark.order", WorkflowDef("pinpark.order", reads_process_state))
-        monkeypatch.setitem(STATE, "mode", "two")
-        await env.client.resume_hook("pinpark:a", "ok")
-        await env.idle()
-        view = await env.world.runs.get(run.run_id, resolve_data="none")
-        assert parked_run(view.status, view.attributes) is not None, view.attributes
+        run = await parked_on_v1(env, monkeypatch, "a")
 
         upgrade = (f"it is pinned to deployment v1, whose own code it diverges on, and stays there: deploy code "
                    f"that replays it (a patched() branch around what differs, docs/how-to/changing-code.md) and "
@@ -89,3 +99,35 @@ async def test_a_pinned_run_parked_on_its_own_code_says_to_upgrade_it_and_an_upg
         assert await run.result(timeout=30) == "v2 a", "the rest of the run on the fix"
         view = await env.world.runs.get(run.run_id, resolve_data="none")
         assert PARKED_ATTRIBUTE not in view.attributes
+
+
+async def test_an_upgrade_cut_off_before_its_wake_is_finished_by_running_it_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upgrade pins the parked run to the fix, then its wake is lost (the operator's process dies before the
+    send). Run again, it finds the run on the fix already (``current``) and wakes it there: it said so and did
+    nothing, and the run waited for its hourly redelivery, told it was on the fix."""
+    monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
+    async with WorkflowTestEnv(registry=V1, deployment="v1") as env:
+        run = await parked_on_v1(env, monkeypatch, "b")
+        await env.deploy("v2", V2)
+
+        sends = env.world.queue
+
+        async def dies_at_the_wake(queue: str, payload: dict[str, Any], **options: Any) -> Any:
+            if payload.get("wake") == OPERATOR_WAKE:
+                raise ConnectionError("the operator's process died before the wake was sent")
+            return await sends(queue, payload, **options)
+
+        monkeypatch.setattr(env.world, "queue", dies_at_the_wake)
+        with pytest.raises(ConnectionError):
+            await env.upgrade(run.run_id, to="v2")
+        monkeypatch.setattr(env.world, "queue", sends)
+
+        again = await env.upgrade(run.run_id, to="v2")
+        assert (again.outcome, again.source, again.target) == ("current", "v2", "v2"), again
+        before = env.clock.now()
+        await env.idle()
+        view = await env.world.runs.get(run.run_id, resolve_data="none")
+        assert view.status == "completed" and env.clock.now() - before < timedelta(minutes=1), \
+            "woken now, not at its hourly redelivery"
+        assert await run.result() == "v2 b"

@@ -10,9 +10,10 @@
 
 A delivery handed to a deployment is that deployment's to run (``handed``): it never goes back on its address
 alone, which may be stale (an upgrade moved the run since it was queued); the flow's read of the log decides. A
-step message reads no log before its body runs, so one handed over reads its run's pin first (``handed_step_target``,
-one read, paid only by the runs of a deployment that is not live): a step's next attempt queued before an
-``awsworld upgrade`` runs on the code the run was moved to, the fix for a step that keeps failing. Each hand-over
+step message reads no log before its body runs, so a pinned run's reads its run's pin first (``reads_step_pin``,
+``handed_step_target``: one read per queued step message, the live deployment's included): a step's next attempt
+queued before an ``awsworld upgrade`` runs on the code the run was moved to, forward to a fix or back to an older
+version (a rollback), the fix for a step that keeps failing. Each hand-over
 counts against ``MAX_REROUTES``, so two deployments that disagree cannot pass a delivery back and forth.
 """
 
@@ -34,12 +35,22 @@ def delivery_target(address: str | None, here: str | None, *, handed: bool) -> s
 
 
 def handed_step_target(pinned: str | None, here: str | None) -> str | None:
-    """The deployment to hand a handed-over step message to, its run now ``pinned`` there (``pinned_run``: None
-    for an unpinned or ended run), or None: run its body here. Its address said here; an upgrade may have moved
-    the run since the message was queued."""
+    """The deployment to hand a step message to, its run now ``pinned`` there (``pinned_run``: None for an
+    unpinned or ended run), or None: run its body here. Its address said here; an upgrade may have moved the run
+    since the message was queued (``reads_step_pin`` says which messages ask)."""
     if here is None or pinned is None or pinned == here:
         return None
     return pinned
+
+
+def reads_step_pin(address: str | None, here: str | None, *, handed: bool) -> bool:
+    """Whether a step message, addressed to ``address`` and delivered on ``here`` (not handed on: its address is
+    here, or it has none), reads its run's pin before its body runs (``handed_step_target``). Every step message of
+    a pinned run does, the live deployment's too: an ``awsworld upgrade`` back to an older deployment (a rollback)
+    moves the run off the live one, and the step's next attempt, queued by the live one and addressed to it, ran
+    the code the run was moved away from until its retries ran out. A step message without an address is an
+    unpinned run's (or from before pinning), which no upgrade pins: no read."""
+    return here is not None and (handed or address is not None)
 
 
 def exhausted(reroutes: int) -> bool:
@@ -86,4 +97,5 @@ def unpinned_for_good(log: Sequence[Event], *, pinned_workflow: bool) -> bool:
     return not pinned_workflow or any(e.event_type == "run_started" for e in log)
 
 
-__all__ = ["FlowPin", "delivery_target", "exhausted", "flow_pin", "handed_step_target", "unpinned_for_good"]
+__all__ = ["FlowPin", "delivery_target", "exhausted", "flow_pin", "handed_step_target", "reads_step_pin",
+           "unpinned_for_good"]

@@ -6,16 +6,28 @@ deployment still holds.
 run to the target. That write is fenced like a flow's (in-band, with the count the replayed log had): if the run
 moved on meanwhile (its flow wrote something), the write is refused and the replay is done again on the newer
 log, so the run is never moved past events its new code has not been checked against. Then the run is woken on the
-target. A run whose replay diverges stays where it is, and the answer says where and what differs. A run that
+target. A run pinned there already is woken there too, so an upgrade cut off between its write and its wake (a
+crash, a lost connection) is finished by running it again: without that the moved run, parked say, waited for its
+next delivery of its own (a parked run's hourly one), the operator told it was on the target already. A run whose
+replay diverges stays where it is, and the answer says where and what differs. A run that
 follows the newest code for good (``routing.unpinned_for_good``: ``pinned=False``, started on ``latest``, or from
 before pinning) is replayed and woken the same way but never pinned: pinned, it would stay behind on the target's
 code when the next deployment comes, which is what its user declared it should not do.
 
 A flow still running the run on the old deployment loses its next write to the fence, and its follow-up is handed
 to the target by the flow's pin check (``_deployments.routing``). A step message queued before the move (a retry of
-a step that keeps failing) is handed to the target by the old deployment, which reads the run's pin before the
-body runs (``routing.handed_step_target``); only an attempt running at the move ends its body on the old code (a
-step's body, unlike the workflow's calls, is free to change: the replay uses its recorded result).
+a step that keeps failing) is handed to the target by whichever deployment receives it, the live one included (a
+move back to an older deployment), which reads the run's pin before the body runs (``routing.reads_step_pin``);
+only an attempt running at the move ends its body on the old code (a step's body, unlike the workflow's calls, is
+free to change: the replay uses its recorded result).
+
+An upgrade and a retirement of its target racing each other (two operators, ``upgrade --to v7`` and ``deployments
+retire v7`` or ``prune``) each write first and look after: the upgrade reads the target's record after pinning the
+run and, found retired, puts the run back where it was (``error``, unwoken); the retirement lists the target's runs
+after marking it and, finding one, puts the record back and refuses. Whichever looks last sees the other's write, so
+no run is left pinned to a retired deployment (whose Lambda version ``retire``'s caller deletes next), unless the
+run listing lags the move (DynamoDB's index, typically under a second) in the one interleaving where the upgrade
+looked before the retirement wrote.
 
 ``holdings`` lists the unfinished runs (pending, running, parked) by the deployment they are pinned to: what
 ``awsworld deployments`` shows and what a retirement must find empty.
@@ -52,9 +64,10 @@ class UpgradeError(ValueError):
 @dataclass(frozen=True)
 class Upgrade:
     """What became of one run: ``moved``, ``diverged`` (its replay differs: ``detail`` says where), ``current``
-    (pinned there already), ``unpinned`` (a run that follows the newest code for good: replayed against the
-    target's code and woken, but not pinned, so the next deployment still takes it), ``ended``, or ``error`` (the
-    code could not replay it: ``detail``)."""
+    (pinned there already: woken there, in case an upgrade that moved it was cut off before its wake),
+    ``unpinned`` (a run that follows the newest code for good: replayed against the target's code and woken, but
+    not pinned, so the next deployment still takes it), ``ended``, or ``error`` (the code could not replay it:
+    ``detail``)."""
 
     run_id: str
     workflow: str
@@ -90,9 +103,10 @@ async def upgrade_run(world: World, run_id: str, target: str, registry: Registry
         source = pin_of(run.attributes)
         if run.status in TERMINAL_RUN_STATUSES:
             return Upgrade(run_id, run.workflow_name, "ended", source, target, f"the run is {run.status}")
-        if source == target:
+        if source == target:  # woken all the same: an upgrade cut off between its pin and its wake is finished
+            await _wake(world, run, target, target)
             return Upgrade(run_id, run.workflow_name, "current", source, target)
-        events, in_band = await _log(world, run_id)
+        events, in_band = await read_log(world, run_id)
         definition = registry.workflows.get(run.workflow_name)
         unpinned = source is None and unpinned_for_good(events, pinned_workflow=definition is None or
                                                          definition.pinned)
@@ -114,10 +128,24 @@ async def upgrade_run(world: World, run_id: str, target: str, registry: Registry
             continue  # the run moved on meanwhile: replay the newer log
         except RunGoneError:
             return Upgrade(run_id, run.workflow_name, "ended", source, target, "the run ended meanwhile")
+        if await _retired(world, target):  # retired while the run was replayed: back where it was, not woken
+            await world.events.create(run_id, {"eventType": "attr_set", "eventData": {"changes": [pin_change(source)]}},
+                                      resolve_data="none")
+            return Upgrade(run_id, run.workflow_name, "error", source, target,
+                           f"deployment {target!r} was retired while the run was moved to it: it stays on "
+                           f"{source or 'no deployment'}")
         await _wake(world, run, target, target)
         return Upgrade(run_id, run.workflow_name, "moved", source, target)
     return Upgrade(run_id, "?", "error", None, target, f"the run kept moving on while it was replayed "
                                                         f"({FENCE_RETRIES} tries): try again")
+
+
+async def _retired(world: World, deployment: str) -> bool:
+    """Whether ``deployment``'s record says it was retired (read after a move's write: see ``retire``)."""
+    store = world.deployments
+    if store is None:
+        return False
+    return any(d.deployment_id == deployment and d.retired for d in await store.read())
 
 
 async def _wake(world: World, run: Run, address: str | None, key: str) -> None:
@@ -128,7 +156,7 @@ async def _wake(world: World, run: Run, address: str | None, key: str) -> None:
         idempotency_key=f"{run.run_id}:upgrade:{key}:{stamp}")
 
 
-async def _log(world: World, run_id: str) -> tuple[list[Event], int]:
+async def read_log(world: World, run_id: str) -> tuple[list[Event], int]:
     """The run's whole log (with the values a replay compares) and its in-band count as of that read."""
     events: list[Event] = []
     cursor: str | None = None
@@ -190,6 +218,11 @@ async def retire(store: DeploymentStore, world: World, deployment: str) -> Deplo
                            f"move them first with `awsworld upgrade --deployment {deployment}`, or let them finish")
     retired = found.retire(clock_of(world).now())
     await store.put(retired)
+    moved = await runs_on(world, deployment)
+    if moved:  # an upgrade moved runs to it meanwhile: the record as it was
+        await store.put(found)
+        raise UpgradeError(f"deployment {deployment!r} was given {len(moved)} run(s) while it was retired "
+                           f"({_some(moved)}, by `awsworld upgrade`): it was not retired")
     return retired
 
 

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from .._deployments.host import DeploymentHost
 from .._deployments.pins import Misrouted, pin_of, pinned_run
-from .._deployments.routing import delivery_target, handed_step_target
+from .._deployments.routing import delivery_target, handed_step_target, reads_step_pin
 from .._engine.parking import mark, missing_code, parked_run
 from .._http.push import is_push, push, sdk_run
 from .._published.model import judge
@@ -300,7 +300,8 @@ class DeliveryPath:
         target = delivery_target(message.deployment, self.worker.deployment, handed=handed is not None)
         if target is not None:  # addressed to another deployment by its run's own flow: handed over unread
             return await self.reroute.hand_over(way, target)
-        if handed is not None and message.step_id and (moved := await self._moved_since(message)) is not None:
+        if message.step_id and reads_step_pin(message.deployment, self.worker.deployment, handed=handed is not None) \
+                and (moved := await self._moved_since(message)) is not None:
             return await self.reroute.hand_over(way, moved)  # upgraded since it was queued: the new code runs it
         missing = self._missing_code(message)
         if missing is not None:
@@ -390,9 +391,10 @@ class DeliveryPath:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
 
     async def _moved_since(self, message: FlowMessage) -> str | None:
-        """The deployment a handed-over step message's run is pinned to now, when that is not this one
-        (``_deployments.routing.handed_step_target``); None: run the step here. One read, on that path only (a
-        run missing here is left to the path that follows, which says so)."""
+        """The deployment a step message's run is pinned to now, when that is not this one
+        (``_deployments.routing.handed_step_target``); None: run the step here. One read, for a step message of a
+        pinned run only (``routing.reads_step_pin``; a run missing here is left to the path that follows, which
+        says so)."""
         if self.worker.deployment is None:
             return None  # (no pinning here: nothing to hand on to)
         try:

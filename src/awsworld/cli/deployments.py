@@ -245,7 +245,7 @@ def _said(result: Upgrade) -> str:
     if result.outcome == "moved":
         return f"moved {result.run_id} ({result.workflow}) from {source} to {result.target}: replayed, and woken there"
     if result.outcome == "current":
-        return f"{result.run_id} ({result.workflow}) is on {result.target} already"
+        return f"{result.run_id} ({result.workflow}) is on {result.target} already: woken there"
     if result.outcome == "unpinned":
         return (f"{result.run_id} ({result.workflow}) replays on {result.target}'s code and was woken; not moved: "
                 f"{result.detail}")
