@@ -34,6 +34,7 @@ def stopped() -> int:
 try:  # (a Ctrl-C while the command loads, before ``main`` runs: ``python -m awsworld.cli`` and the console script
     # import this module first; tests/cli/test_dev_ctrl_c_start.py)
     import argparse
+    import contextlib
     import importlib.util
     import logging
     import os
@@ -159,10 +160,8 @@ def _end_now(code: int) -> None:
             return
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # (a reader gone, a stream closed: nothing to write to)
             stream.flush()
-        except (OSError, ValueError):  # (a reader gone, a stream closed: nothing left to write to)
-            pass
     os._exit(code)
 
 
