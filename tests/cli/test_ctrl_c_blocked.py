@@ -3,10 +3,12 @@ says "stopped" and its process ends at once, exit 130 (``cli/__init__.py``'s ``_
 then stayed, the interpreter's exit joining the World's request thread still in botocore's read (464 s once, until
 killed). ``ui`` and ``serve`` stopped during such a request end after their grace for requests under way
 (``_http/listen.GRACEFUL_SECONDS``). Each command as a process, as a user runs it; the endpoint is a socket here
-that accepts and reads, and never writes."""
+that accepts and reads, and never writes. And a ``cancel`` stopped while its write waits (a proxy holds it, before
+or after the World has it): the run is cancelled or not, and ``cancel`` again is safe."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
@@ -21,7 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from awsworld import sleep, workflow
 from awsworld._http.listen import GRACEFUL_SECONDS
+from awsworld.aws import AWSWorld
+from awsworld.client.client import Client
 from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
 from .test_cli import _clean_env, ended_within
@@ -210,3 +215,117 @@ def test_the_console_script_is_run() -> None:
     """The ``awsworld`` script ends its process as ``python -m awsworld.cli`` does (the tests above): by ``run``."""
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert pyproject["project"]["scripts"]["awsworld"] == "awsworld.cli:run"
+
+
+WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
+
+
+class WriteHoldingProxy:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream``'s DynamoDB: reads pass, a write is held and never
+    answered; ``committed``: the write is passed on first (the World has it, the command never hears so)."""
+
+    def __init__(self, upstream: str, *, committed: bool) -> None:
+        self._upstream = upstream.removeprefix("http://")
+        self._committed = committed
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.connections: list[socket.socket] = []
+        self.held = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections.append(connection)
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        import http.client
+
+        pending = b""
+        while True:
+            while b"\r\n\r\n" not in pending:
+                if not (chunk := connection.recv(65536)):
+                    return
+                pending += chunk
+            head, pending = pending.split(b"\r\n\r\n", 1)
+            request_line, *header_lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = request_line.split(" ", 2)
+            headers = dict(line.split(":", 1) for line in header_lines)
+            headers = {name.strip(): value.strip() for name, value in headers.items()}
+            length = int(next((v for k, v in headers.items() if k.lower() == "content-length"), "0"))
+            while len(pending) < length:
+                if not (chunk := connection.recv(65536)):
+                    return
+                pending += chunk
+            body, pending = pending[:length], pending[length:]
+            target = next((v for k, v in headers.items() if k.lower() == "x-amz-target"), "")
+            write = target.rsplit(".", 1)[-1] in WRITES
+            answer = b""
+            if not write or self._committed:
+                upstream = http.client.HTTPConnection(self._upstream, timeout=30)
+                upstream.request(method, path, body, headers)
+                response = upstream.getresponse()
+                data = response.read()
+                kept = [(k, v) for k, v in response.getheaders()
+                        if k.lower() not in ("content-length", "transfer-encoding", "connection")]
+                answer = (f"HTTP/1.1 {response.status} {response.reason}\r\n"
+                          + "".join(f"{k}: {v}\r\n" for k, v in kept)
+                          + f"Content-Length: {len(data)}\r\n\r\n").encode("latin-1") + data
+                upstream.close()
+            if write:
+                self.held.set()
+                return  # (never answered; the connection stays open in ``connections``)
+            connection.sendall(answer)
+
+    def close(self) -> None:
+        self._listener.close()
+        for connection in self.connections:
+            connection.close()
+
+
+@workflow(name="ctrlcblocked.waits")
+async def waits_a_day() -> None:
+    await sleep("1d")
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["write-not-made", "write-made-unanswered"])
+async def test_a_cancel_stopped_during_its_write_leaves_the_run_whole_and_a_retry_is_safe(
+        committed: bool, moto_world: AWSWorld, tmp_path: Path) -> None:
+    """``awsworld cancel`` stopped while its write waits: the run is cancelled or not (as the World had the write),
+    never half; ``cancel`` again cancels it, or says it is already cancelled, and the run has one
+    ``run_cancelled``."""
+    run = await Client(moto_world).start(waits_a_day)
+    config = moto_world.config
+    assert config.endpoint_url is not None and config.queue_url is not None
+    proxy = WriteHoldingProxy(config.endpoint_url, committed=committed)
+    env = _clean_env() | {
+        "AWS_ENDPOINT_URL": config.endpoint_url, "AWS_ENDPOINT_URL_DYNAMODB": proxy.url,
+        "AWS_REGION": config.region_name or "us-east-1", "AWS_ACCESS_KEY_ID": "awsworldlocal",
+        "AWS_SECRET_ACCESS_KEY": "local", "AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
+        "AWSWORLD_QUEUE_URL": config.queue_url, "PYTHONFAULTHANDLER": "1"}
+    try:
+        process, lines = _spawn(["cancel", run.run_id], env, tmp_path)
+        assert await asyncio.to_thread(proxy.held.wait, 60), "".join(lines)
+        await asyncio.sleep(0.3)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        code = await asyncio.to_thread(ended_within, process, PROMPTLY, lines, "still running after Ctrl-C")
+        assert code == 130 and time.monotonic() - sent < PROMPTLY, "".join(lines)
+    finally:
+        proxy.close()
+    status = (await moto_world.runs.get(run.run_id, resolve_data="none")).status
+    assert status == "cancelled" if committed else status in ("pending", "running"), status
+    again = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "awsworld.cli", "cancel", run.run_id], cwd=tmp_path,
+        env=env | {"AWS_ENDPOINT_URL_DYNAMODB": config.endpoint_url}, capture_output=True, text=True, timeout=60)
+    if committed:
+        assert again.returncode == 1 and "already cancelled" in again.stderr, again
+    else:
+        assert again.returncode == 0 and f"cancelled {run.run_id}" in again.stdout, again
+    assert (await moto_world.runs.get(run.run_id, resolve_data="none")).status == "cancelled"
+    events = await moto_world.events.list(run.run_id)
+    assert [event.event_type for event in events.data].count("run_cancelled") == 1
