@@ -18,7 +18,7 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,23 +27,23 @@ from awsworld import sleep, workflow
 from awsworld._http.listen import GRACEFUL_SECONDS
 from awsworld.aws import AWSWorld
 from awsworld.client.client import Client
-from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
 from .test_cli import _clean_env, ended_within
+from .test_dev_ctrl_c_start import _preexec
 
 PROMPTLY = 3.0
 """Seconds from the Ctrl-C to the process's end: it ends at once (0.01 s here); a loaded machine's scheduling is
 what the rest allows for. Before, it did not end within 300 s."""
 
 
-class SilentEndpoint:
-    """A TCP server on 127.0.0.1 that accepts every connection, reads what comes, and never answers."""
+class Endpoint:
+    """A TCP server on 127.0.0.1 that serves each connection on a thread of its own (``_serve``), and keeps it
+    open until ``close``."""
 
     def __init__(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         self.connections: list[socket.socket] = []
-        self.requested = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -53,9 +53,25 @@ class SilentEndpoint:
             except OSError:  # closed
                 return
             self.connections.append(connection)
-            threading.Thread(target=self._read, args=(connection,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
-    def _read(self, connection: socket.socket) -> None:
+    def _serve(self, connection: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._listener.close()
+        for connection in self.connections:
+            connection.close()
+
+
+class SilentEndpoint(Endpoint):
+    """Accepts every connection, reads what comes, and never answers."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        super().__init__()
+
+    def _serve(self, connection: socket.socket) -> None:
         if connection.recv(65536):
             self.requested.set()
 
@@ -70,11 +86,6 @@ class SilentEndpoint:
             except (TimeoutError, OSError):
                 return False
         return True
-
-    def close(self) -> None:
-        self._listener.close()
-        for connection in self.connections:
-            connection.close()
 
 
 @pytest.fixture
@@ -91,19 +102,6 @@ def _env(endpoint: SilentEndpoint) -> dict[str, str]:
         "AWS_ENDPOINT_URL": endpoint.url, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test", "AWSWORLD_TABLE": "table", "AWSWORLD_BUCKET": "bucket",
         "AWSWORLD_QUEUE_URL": f"{endpoint.url}/000000000000/queue", "PYTHONFAULTHANDLER": "1"}
-
-
-def _preexec() -> Callable[[], None]:
-    """Ctrl-C delivered as a terminal delivers it (a shell without job control starts its background jobs with
-    SIGINT ignored), and the child tied to this process (``tied``)."""
-    tie = tied()
-
-    def child() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        if tie is not None:
-            tie()
-
-    return child
 
 
 def _spawn(args: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], list[str]]:
@@ -220,27 +218,15 @@ def test_the_console_script_is_run() -> None:
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
-class WriteHoldingProxy:
-    """An HTTP proxy on 127.0.0.1 in front of ``upstream``'s DynamoDB: reads pass, a write is held and never
-    answered; ``committed``: the write is passed on first (the World has it, the command never hears so)."""
+class WriteHoldingProxy(Endpoint):
+    """An HTTP proxy in front of ``upstream``'s DynamoDB: reads pass, a write is held and never answered;
+    ``committed``: the write is passed on first (the World has it, the command never hears so)."""
 
     def __init__(self, upstream: str, *, committed: bool) -> None:
         self._upstream = upstream.removeprefix("http://")
         self._committed = committed
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        self.connections: list[socket.socket] = []
         self.held = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections.append(connection)
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+        super().__init__()
 
     def _serve(self, connection: socket.socket) -> None:
         import http.client
@@ -280,11 +266,6 @@ class WriteHoldingProxy:
                 self.held.set()
                 return  # (never answered; the connection stays open in ``connections``)
             connection.sendall(answer)
-
-    def close(self) -> None:
-        self._listener.close()
-        for connection in self.connections:
-            connection.close()
 
 
 @workflow(name="ctrlcblocked.waits")
