@@ -15,6 +15,10 @@ from starlette.types import ASGIApp
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 """Hosts that listen on every interface: no client can reach the server by such a name from another machine."""
+GRACEFUL_SECONDS = 2
+"""How long a server stopped by Ctrl-C (``awsworld serve``, ``awsworld ui``) lets the requests under way finish
+before it cancels them: a request waiting on an endpoint that never answers otherwise held the stop for good
+(uvicorn waits without end by default; tests/cli/test_ctrl_c_blocked.py)."""
 
 
 class Listening:

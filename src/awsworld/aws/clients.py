@@ -27,6 +27,9 @@ from .threaded import AsyncClient, Errors
 
 WORKER_THREADS = 64
 """Requests in flight at once per World (botocore's connection pool is as large)."""
+WORKER_THREAD_PREFIX = "awsworld-aws"
+"""The names of the request threads begin so: the ``awsworld`` process ends without waiting for them
+(``cli/__init__.py``'s ``_end_now``)."""
 
 
 def _sdk() -> ModuleType:
@@ -97,7 +100,7 @@ class AWSClients:
     @property
     def executor(self) -> ThreadPoolExecutor:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="awsworld-aws")
+            self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix=WORKER_THREAD_PREFIX)
         return self._executor
 
     def _create(self, service: str) -> Any:

@@ -34,11 +34,14 @@ def stopped() -> int:
 try:  # (a Ctrl-C while the command loads, before ``main`` runs: ``python -m awsworld.cli`` and the console script
     # import this module first; tests/cli/test_dev_ctrl_c_start.py)
     import argparse
+    import contextlib
     import importlib.util
+    import logging
     import os
+    import threading
     import traceback
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, NoReturn
 
     from .. import __version__
     from ..deploy import init as deploy_init
@@ -47,7 +50,7 @@ try:  # (a Ctrl-C while the command loads, before ``main`` runs: ``python -m aws
 except KeyboardInterrupt:
     raise SystemExit(stopped()) from None
 
-__all__ = ["COMMAND_GROUPS", "READER_GONE", "STOPPED", "CliError", "main"]
+__all__ = ["COMMAND_GROUPS", "READER_GONE", "STOPPED", "CliError", "main", "run"]
 
 # Each group adds its subcommands (``register(sub)``, setting ``handler`` on its parsers); a new group is one
 # line here. Every command builds the whole parser, so a group's module imports at its top only what its parsers
@@ -117,6 +120,49 @@ def main(argv: list[str] | None = None) -> int:
         failure = describe(error)
         print(f"awsworld {args.command}: {failure}", file=sys.stderr)
         return failure.code if failure.code in (OPERATIONAL, USAGE) else OPERATIONAL
+
+
+def run() -> NoReturn:
+    """The ``awsworld`` process (its console script, and ``python -m awsworld.cli``): ``main``'s exit code as the
+    process's exit status, the process ended without waiting for a thread still in a request (``_end_now``)."""
+    code = main()
+    _end_now(code)
+    sys.exit(code)
+
+
+def _end_now(code: int) -> None:
+    """End the process now with ``code`` if what the interpreter's exit would wait for is a thread that no longer
+    matters: after a Ctrl-C (``STOPPED``) any thread at all, else the World's request threads only.
+
+    Those are the World's AWS requests (``aws/clients.py``: botocore calls run on a thread pool's workers, not daemon
+    threads). Ctrl-C ends the command's task, not the request a worker is in, and the World's ``close`` lets its
+    workers go without waiting for them, but at its exit the interpreter joins every worker
+    (``concurrent.futures``'s exit handler): a request to an endpoint that took the connection and never answered
+    held ``awsworld runs`` there after it had said "stopped" (botocore's 60 s read timeout times its retries: 464 s
+    once, until killed), and ``serve`` and ``ui`` after a Ctrl-C during such a request
+    (tests/cli/test_ctrl_c_blocked.py).
+
+    Nothing the command wrote is lost by not waiting: the command has run its ``finally`` blocks and closed what it
+    opened (the World, an emulator it started), and a request still out is the server's to commit or not (a
+    DynamoDB write is applied whole or not at all); the command stopped before it heard which, as it would have
+    had it waited. So, with such a thread left, what is buffered is written out (stdout, stderr, logging's
+    handlers) and the process ends (``os._exit``). With none, the interpreter's ordinary exit runs, its exit
+    handlers with it; and a thread of the user's own (``dev``'s, ``serve``'s modules) is waited for as Python
+    waits for it, unless the user stopped the command."""
+    main_thread = threading.main_thread()
+    left = [thread for thread in threading.enumerate() if thread is not main_thread and not thread.daemon]
+    if not left:
+        return
+    if code != STOPPED:
+        from ..aws.clients import WORKER_THREAD_PREFIX
+
+        if not all(thread.name.startswith(WORKER_THREAD_PREFIX) for thread in left):
+            return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # (a reader gone, a stream closed: nothing to write to)
+            stream.flush()
+    os._exit(code)
 
 
 def _emulator_installed() -> bool:

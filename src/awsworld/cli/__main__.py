@@ -1,7 +1,5 @@
 """``python -m awsworld.cli``: the ``awsworld`` command without its console script."""
 
-import sys
+from . import run
 
-from . import main
-
-sys.exit(main())
+run()

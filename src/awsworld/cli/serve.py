@@ -158,7 +158,7 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
 
 async def _serve(args: argparse.Namespace, auth: Any) -> None:
     from .._http.app import create_app
-    from .._http.listen import listening
+    from .._http.listen import GRACEFUL_SECONDS, listening
     from .._http.loopback import LOOPBACK_HOSTS
     from .._published.model import publish
 
@@ -170,7 +170,7 @@ async def _serve(args: argparse.Namespace, auth: Any) -> None:
         async with contextlib.AsyncExitStack() as stack:
             try:
                 running = await stack.enter_async_context(
-                    listening(app, host=args.host, port=args.port, graceful_seconds=2))
+                    listening(app, host=args.host, port=args.port, graceful_seconds=GRACEFUL_SECONDS))
             except OSError as error:
                 raise CliError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}",
                                "choose another --port (0: a free one)") from None

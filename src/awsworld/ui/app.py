@@ -175,11 +175,13 @@ def _attach(app: Starlette, world: World, allow_writes: bool) -> None:
 def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8765, signals: bool = True) -> Any:
     """A uvicorn server for ``app`` on a loopback ``host`` (``await server.serve()`` runs it). ``signals=False``
     leaves Ctrl-C to the caller (``awsworld dev --ui``, a test): uvicorn would otherwise take SIGINT for itself
-    and stop only the UI."""
+    and stop only the UI. A request under way at the stop has ``GRACEFUL_SECONDS`` to end."""
     import uvicorn
 
+    from .._http.listen import GRACEFUL_SECONDS
+
     config = uvicorn.Config(app, host=check_loopback(host), port=port, log_level="warning", access_log=False,
-                            lifespan="on")
+                            lifespan="on", timeout_graceful_shutdown=GRACEFUL_SECONDS)
     if signals:
         return uvicorn.Server(config)
 
