@@ -66,8 +66,10 @@ async def test_heartbeats_make_no_kept_copy_the_periodic_one_saves_them_and_a_re
     """A heartbeat (``Client.heartbeat_hook``: a ``hook_received`` marked ``heartbeat``) made ``dev --state`` copy
     the whole state before answering it, as a payload does (``local/moto_server.py``'s ``kept_first``): a run waiting
     on a hook heartbeated every second cost 3,600 copies an hour, each holding a heartbeat's answer. Its sender sends
-    the next one anyway: only the periodic copy saves it now. On the emulator's own moto server, in this process, with
-    ``dev``'s ``Snapshots`` (the kill -9 case of a resume is the test above)."""
+    the next one anyway: only the periodic copy saves it now. A resume whose payload holds a heartbeat mark's words
+    (``{"heartbeat": true}``) is a payload all the same: its answer waits for a copy (it did not, when the marks were
+    counted by their words). On the emulator's own moto server, in this process, with ``dev``'s ``Snapshots`` (the
+    kill -9 case of a resume is the test above)."""
     moto = MotoServer().start()
     try:
         async with LocalAWS(moto=moto) as local:
@@ -82,10 +84,10 @@ async def test_heartbeats_make_no_kept_copy_the_periodic_one_saves_them_and_a_re
                     await local.client.heartbeat_hook("beat:H-1")
                 assert snapshots.copies == 1, "no copy held a heartbeat's answer"
                 assert await snapshots.save(), "the periodic copy saves the heartbeats"
-                await local.client.resume_hook("beat:H-1", {"approved": True})
+                await local.client.resume_hook("beat:H-1", {"approved": True, "heartbeat": True})
                 assert snapshots.copies == 3, "the resume's answer waited for a copy holding it"
             finally:
                 moto.keep_first(None)
-            assert await run.result(timeout=60) == {"approved": True}
+            assert await run.result(timeout=60) == {"approved": True, "heartbeat": True}
     finally:
         moto.stop()

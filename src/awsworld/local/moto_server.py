@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import collections
 import io
+import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .._http.loopback import EMULATOR_REFUSAL, SHUTDOWN_POLL_SECONDS, from_this_machine
 from ..durable.hook_payloads import HEARTBEAT_FIELD
@@ -127,8 +128,52 @@ class SerializedDynamoDB:
 KEPT_FIRST = b"hook_received"
 """What a DynamoDB write carries when it records a hook's payload (its event's type, in the event item's JSON)."""
 HEARTBEAT_MARK = re.compile(rb'"' + HEARTBEAT_FIELD.encode() + rb'\\*":\s*true')
-"""A heartbeat's mark in its ``hook_received``'s data (``durable/hook_payloads.py``), as the event item's JSON
-holds it inside the request's (its quotes escaped): outside the payload, so an encrypted payload keeps it."""
+"""The words of a heartbeat's mark in its ``hook_received``'s data (``durable/hook_payloads.py``), as the event
+item's JSON holds it inside the request's (its quotes escaped): outside the payload, so an encrypted payload keeps
+it. Only a look before ``_heartbeats``: a payload may hold the same words (``{"heartbeat": true}``)."""
+
+
+def _heartbeats(body: bytes) -> int:
+    """How many of the events this DynamoDB request writes are ``hook_received`` marked ``heartbeat`` in their
+    event data (``"d"`` of an event block's records, ``aws/log/blocks.py``), not in a payload (``"p"``), which a
+    sender fills: the request parsed, each string attribute that holds a list of event records read. Called only
+    when ``HEARTBEAT_MARK`` finds the words."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return 0
+    marked = 0
+    pending: list[object] = [request]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            attribute = cast("dict[str, object]", node)
+            text = attribute.get("S")
+            if isinstance(text, str) and text.startswith("[{") and KEPT_FIRST.decode() in text:
+                marked += _marked_records(text)
+            pending.extend(attribute.values())
+        elif isinstance(node, list):
+            pending.extend(cast("list[object]", node))
+    return marked
+
+
+def _marked_records(text: str) -> int:
+    """The ``hook_received`` records of an event block's text whose data marks a heartbeat."""
+    try:
+        records = json.loads(text)
+    except ValueError:
+        return 0
+    if not isinstance(records, list):
+        return 0
+    marked = 0
+    for record in cast("list[object]", records):
+        if isinstance(record, dict):
+            fields = cast("dict[str, object]", record)
+            data = fields.get("d")
+            if fields.get("t") == KEPT_FIRST.decode() and isinstance(data, dict) \
+                    and cast("dict[str, object]", data).get(HEARTBEAT_FIELD) is True:
+                marked += 1
+    return marked
 
 
 def kept_first(environ: dict[str, Any]) -> bool:
@@ -145,8 +190,8 @@ def kept_first(environ: dict[str, Any]) -> bool:
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length > 0 else b""
     environ["wsgi.input"] = io.BytesIO(body)
-    received = body.count(KEPT_FIRST)
-    return received > 0 and received > len(HEARTBEAT_MARK.findall(body))
+    received = body.count(KEPT_FIRST)  # (a user value holding the words counts too: a copy too many at most)
+    return received > 0 and (HEARTBEAT_MARK.search(body) is None or received > _heartbeats(body))
 
 
 class LoopbackOnly:
