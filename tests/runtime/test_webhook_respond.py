@@ -163,9 +163,12 @@ async def test_bad_values_are_refused_where_they_are_made(awsworld_env: Workflow
 
 
 @pytest.mark.parametrize(("kwargs", "says"), [
-    ({"status": 99}, "from 100 to 599"),
-    ({"status": 600}, "from 100 to 599"),
-    ({"status": True}, "from 100 to 599"),
+    ({"status": 199}, "from 200 to 599"),
+    ({"status": 100}, "from 200 to 599"),
+    ({"status": 600}, "from 200 to 599"),
+    ({"status": True}, "from 200 to 599"),
+    ({"status": 204, "body": "x"}, "status 204 has no body"),
+    ({"status": 304, "body": {"a": 1}}, "status 304 has no body"),
     ({"headers": {"bad name": "x"}}, "not an HTTP header name"),
     ({"headers": {"x-a": "one\r\nset-cookie: two"}}, "one line of ASCII"),
     ({"headers": {"x-a": 1}}, "one line of ASCII"),
