@@ -51,18 +51,19 @@ _FORBIDDEN_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # control charact
 
 
 class InvalidWebhookResponseError(ValueError):
-    """A webhook response that cannot be sent (a status outside 200-599, a body with 204, 205 or 304, a header that is not a name and a one-line
-    value, a body over ``MAX_RESPONSE_BODY_BYTES`` or not JSON-able), a ``respond_with`` that is none of
-    ``None``, a ``WebhookResponse`` and ``"manual"`` (raised at ``create_webhook``, in the workflow, the same on
-    every replay), or a ``respond()`` to a request whose webhook is not manual. Nothing is recorded."""
+    """A webhook response that cannot be sent (a status outside 200-599, a body with 204, 205 or 304, a header that
+    is not a name and a one-line value, a body over ``MAX_RESPONSE_BODY_BYTES`` or not JSON-able), a
+    ``respond_with`` that is none of ``None``, a ``WebhookResponse`` and ``"manual"`` (raised at
+    ``create_webhook``, in the workflow, the same on every replay), or a ``respond()`` to a request whose webhook
+    is not manual. Nothing is recorded."""
 
 
 class WebhookResponse:
-    """The HTTP answer a webhook's sender gets: ``status`` (200-599; 204, 205 and 304 without a body), ``body`` (text, bytes, or a JSON-able value,
-    at most 64 KiB once encoded) and ``headers``. ``content-type`` defaults by the body: ``text/plain;
-    charset=utf-8`` for text, ``application/octet-stream`` for bytes, ``application/json`` for anything else; no
-    body, none. Checked where it is made (``InvalidWebhookResponseError``). Its ``repr`` shows the body's size, not
-    the body: a response is the user's data, and the route never logs it."""
+    """The HTTP answer a webhook's sender gets: ``status`` (200-599; 204, 205 and 304 without a body), ``body`` (text,
+    bytes, or a JSON-able value, at most 64 KiB once encoded) and ``headers``. ``content-type`` defaults by the
+    body: ``text/plain; charset=utf-8`` for text, ``application/octet-stream`` for bytes, ``application/json`` for
+    anything else; no body, none. Checked where it is made (``InvalidWebhookResponseError``). Its ``repr`` shows the
+    body's size, not the body: a response is the user's data, and the route never logs it."""
 
     __slots__ = ("_body", "_headers", "_status")
 
