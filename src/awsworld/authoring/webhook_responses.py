@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import re
@@ -237,7 +238,9 @@ async def respond(request: Mapping[str, object], *, status: int = 200, body: Res
 
     One answer per request: True when this call's is the one sent; False, writing nothing, when the request was
     answered already (a retried step that answered in an attempt before, or a second ``respond``), so a step that
-    answers and is retried stays safe. The answer is the run's stream ``response_stream(...)``'s one chunk."""
+    answers and is retried stays safe. The answer is the run's stream ``response_stream(...)``'s first chunk: two
+    calls at once may both write one (the World has no write-if-empty), and only the one whose chunk is first, the
+    answer sent, returns True."""
     context = current_step.get()
     if context is None:
         raise RuntimeError(f"respond() can only be used inside a @step running in a workflow{outside_any_run()}: "
@@ -254,9 +257,14 @@ async def respond(request: Mapping[str, object], *, status: int = 200, body: Res
     streams = context.world.streams
     if (await streams.get_info(run_id, stream)).tail_index >= 0:
         return False
+    answer = json.dumps(response.stored(), separators=(",", ":")).encode()
     try:
-        await streams.write(run_id, stream, json.dumps(response.stored(), separators=(",", ":")))
-        await streams.close(run_id, stream)
+        await streams.write(run_id, stream, answer)
     except StreamClosedError:
         return False
-    return True
+    with contextlib.suppress(StreamClosedError):  # (closed by an answer written beside this one)
+        await streams.close(run_id, stream)
+    # Two answers at once (respond() calls gathered, or an attempt that outlived its lease beside the next) may both
+    # have found the stream empty and written: the route sends the first chunk, so only its writer says True.
+    first = (await streams.get_chunks(run_id, stream, limit=1)).data
+    return bool(first) and first[0].data == answer
