@@ -91,3 +91,27 @@ async def test_heartbeats_make_no_kept_copy_the_periodic_one_saves_them_and_a_re
             assert await run.result(timeout=60) == {"approved": True, "heartbeat": True}
     finally:
         moto.stop()
+
+
+async def test_a_resume_whose_event_block_is_compressed_waits_for_its_copy_too(tmp_path: Path) -> None:
+    """A payload whose event block is over ``aws/log/blocks.py``'s ``COMPRESS_OVER`` (512 bytes) is written
+    compressed, where the words ``hook_received`` cannot be read: such a resume (a webhook's request, with its
+    headers, mostly is one) was answered before any copy held it, so a ``kill -9`` could lose it though the sender
+    was told "delivered"."""
+    moto = MotoServer().start()
+    try:
+        async with LocalAWS(moto=moto) as local:
+            assert local.client is not None and isinstance(local.world, AWSWorld)
+            run = await local.client.start(heartbeated, "big:B-1")
+            await run.wait_for_hook("big:B-1")
+            snapshots = Snapshots(local.world, tmp_path, lambda: moto.changes, read_table=moto.read_table)
+            assert await snapshots.save()
+            moto.keep_first(snapshots.keep)
+            try:
+                await local.client.resume_hook("big:B-1", {"note": "approved " * 200})
+                assert snapshots.copies == 2, "the resume's answer waited for a copy holding it"
+            finally:
+                moto.keep_first(None)
+            assert await run.result(timeout=60) == {"note": "approved " * 200}
+    finally:
+        moto.stop()
