@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import re
@@ -42,6 +43,8 @@ MAX_RESPONSE_HEADER_BYTES = 8 * 1024
 """The most bytes of header names and values an answer sets (HTTP servers and proxies refuse far larger heads)."""
 ROUTE_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
 """Headers the HTTP server in front of the route sets from the body it sends: an answer cannot set them."""
+BODYLESS_STATUSES = frozenset({204, 205, 304})
+"""Statuses whose response HTTP sends without a body (a body given with one is refused, as the Fetch API does)."""
 ResponseBody: TypeAlias = str | bytes | bytearray | int | float | bool | Sequence[object] | Mapping[str, object] | None
 """A response's body: text, bytes, or a value ``json.dumps`` takes (checked when the response is made)."""
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP header name (RFC 9110's token)
@@ -49,27 +52,32 @@ _FORBIDDEN_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # control charact
 
 
 class InvalidWebhookResponseError(ValueError):
-    """A webhook response that cannot be sent (a status outside 100-599, a header that is not a name and a one-line
-    value, a body over ``MAX_RESPONSE_BODY_BYTES`` or not JSON-able), a ``respond_with`` that is none of
-    ``None``, a ``WebhookResponse`` and ``"manual"`` (raised at ``create_webhook``, in the workflow, the same on
-    every replay), or a ``respond()`` to a request whose webhook is not manual. Nothing is recorded."""
+    """A webhook response that cannot be sent (a status outside 200-599, a body with 204, 205 or 304, a header that
+    is not a name and a one-line value, a body over ``MAX_RESPONSE_BODY_BYTES`` or not JSON-able), a
+    ``respond_with`` that is none of ``None``, a ``WebhookResponse`` and ``"manual"`` (raised at
+    ``create_webhook``, in the workflow, the same on every replay), or a ``respond()`` to a request whose webhook
+    is not manual. Nothing is recorded."""
 
 
 class WebhookResponse:
-    """The HTTP answer a webhook's sender gets: ``status`` (100-599), ``body`` (text, bytes, or a JSON-able value,
-    at most 64 KiB once encoded) and ``headers``. ``content-type`` defaults by the body: ``text/plain;
-    charset=utf-8`` for text, ``application/octet-stream`` for bytes, ``application/json`` for anything else; no
-    body, none. Checked where it is made (``InvalidWebhookResponseError``). Its ``repr`` shows the body's size, not
-    the body: a response is the user's data, and the route never logs it."""
+    """The HTTP answer a webhook's sender gets: ``status`` (200-599; 204, 205 and 304 without a body), ``body`` (text,
+    bytes, or a JSON-able value, at most 64 KiB once encoded) and ``headers``. ``content-type`` defaults by the
+    body: ``text/plain; charset=utf-8`` for text, ``application/octet-stream`` for bytes, ``application/json`` for
+    anything else; no body, none. Checked where it is made (``InvalidWebhookResponseError``). Its ``repr`` shows the
+    body's size, not the body: a response is the user's data, and the route never logs it."""
 
     __slots__ = ("_body", "_headers", "_status")
 
     def __init__(self, status: int = 200, body: ResponseBody = None,
                  headers: Mapping[str, str] | None = None) -> None:
-        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-            raise InvalidWebhookResponseError(f"a webhook response's status is a whole number from 100 to 599, "
+        if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+            # (1xx is an interim answer: a client that gets one as the answer waits on for another, till it times
+            # out; the Fetch API's Response refuses it too)
+            raise InvalidWebhookResponseError(f"a webhook response's status is a whole number from 200 to 599, "
                                               f"not {status!r:.40}")
         content, content_type = _encoded_body(body)
+        if content and status in BODYLESS_STATUSES:
+            raise InvalidWebhookResponseError(f"a webhook response of status {status} has no body (HTTP sends none)")
         named = _checked_headers(headers)
         if content_type is not None and "content-type" not in named:
             named["content-type"] = content_type
@@ -230,7 +238,9 @@ async def respond(request: Mapping[str, object], *, status: int = 200, body: Res
 
     One answer per request: True when this call's is the one sent; False, writing nothing, when the request was
     answered already (a retried step that answered in an attempt before, or a second ``respond``), so a step that
-    answers and is retried stays safe. The answer is the run's stream ``response_stream(...)``'s one chunk."""
+    answers and is retried stays safe. The answer is the run's stream ``response_stream(...)``'s first chunk: two
+    calls at once may both write one (the World has no write-if-empty), and only the one whose chunk is first, the
+    answer sent, returns True."""
     context = current_step.get()
     if context is None:
         raise RuntimeError(f"respond() can only be used inside a @step running in a workflow{outside_any_run()}: "
@@ -247,9 +257,14 @@ async def respond(request: Mapping[str, object], *, status: int = 200, body: Res
     streams = context.world.streams
     if (await streams.get_info(run_id, stream)).tail_index >= 0:
         return False
+    answer = json.dumps(response.stored(), separators=(",", ":")).encode()
     try:
-        await streams.write(run_id, stream, json.dumps(response.stored(), separators=(",", ":")))
-        await streams.close(run_id, stream)
+        await streams.write(run_id, stream, answer)
     except StreamClosedError:
         return False
-    return True
+    with contextlib.suppress(StreamClosedError):  # (closed by an answer written beside this one)
+        await streams.close(run_id, stream)
+    # Two answers at once (respond() calls gathered, or an attempt that outlived its lease beside the next) may both
+    # have found the stream empty and written: the route sends the first chunk, so only its writer says True.
+    first = (await streams.get_chunks(run_id, stream, limit=1)).data
+    return bool(first) and first[0].data == answer

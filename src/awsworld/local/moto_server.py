@@ -13,13 +13,17 @@ as the table fills, and skips work moto repeats on every request with the same a
 
 from __future__ import annotations
 
+import base64
 import collections
+import contextlib
 import io
+import json
 import logging
 import re
 import threading
+import zlib
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .._http.loopback import EMULATOR_REFUSAL, SHUTDOWN_POLL_SECONDS, from_this_machine
 from ..durable.hook_payloads import HEARTBEAT_FIELD
@@ -127,8 +131,58 @@ class SerializedDynamoDB:
 KEPT_FIRST = b"hook_received"
 """What a DynamoDB write carries when it records a hook's payload (its event's type, in the event item's JSON)."""
 HEARTBEAT_MARK = re.compile(rb'"' + HEARTBEAT_FIELD.encode() + rb'\\*":\s*true')
-"""A heartbeat's mark in its ``hook_received``'s data (``durable/hook_payloads.py``), as the event item's JSON
-holds it inside the request's (its quotes escaped): outside the payload, so an encrypted payload keeps it."""
+"""The words of a heartbeat's mark in its ``hook_received``'s data (``durable/hook_payloads.py``), as the event
+item's JSON holds it inside the request's (its quotes escaped): outside the payload, so an encrypted payload keeps
+it. Only a look before ``_event_blocks``: a payload may hold the same words (``{"heartbeat": true}``)."""
+BINARY_ATTRIBUTE = b'"B"'
+"""What a DynamoDB request's JSON holds when it writes a binary attribute: an event block over ``COMPRESS_OVER``
+bytes is one, zlib-compressed (``aws/log/blocks.py``), with ``hook_received`` in it unreadable as it is."""
+
+
+def _event_blocks(body: bytes) -> tuple[list[str], list[str]]:
+    """The event blocks this DynamoDB request writes, as their JSON text (``aws/log/blocks.py``): those kept as text
+    (a string attribute holding a list of records) and those compressed (a binary attribute that zlib opens)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return [], []
+    plain: list[str] = []
+    opened: list[str] = []
+    pending: list[object] = [request]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            attribute = cast("dict[str, object]", node)
+            text, packed = attribute.get("S"), attribute.get("B")
+            if isinstance(text, str) and text.startswith("[{"):
+                plain.append(text)
+            elif isinstance(packed, str):
+                with contextlib.suppress(ValueError, zlib.error, UnicodeDecodeError):  # (not a block)
+                    opened.append(zlib.decompress(base64.b64decode(packed, validate=True)).decode("utf-8"))
+            pending.extend(attribute.values())
+        elif isinstance(node, list):
+            pending.extend(cast("list[object]", node))
+    return plain, opened
+
+
+def _marked_records(text: str) -> int:
+    """The ``hook_received`` records of an event block's text whose data (``"d"``, not the payload ``"p"``, which a
+    sender fills) marks a heartbeat."""
+    try:
+        records = json.loads(text)
+    except ValueError:
+        return 0
+    if not isinstance(records, list):
+        return 0
+    marked = 0
+    for record in cast("list[object]", records):
+        if isinstance(record, dict):
+            fields = cast("dict[str, object]", record)
+            data = fields.get("d")
+            if fields.get("t") == KEPT_FIRST.decode() and isinstance(data, dict) \
+                    and cast("dict[str, object]", data).get(HEARTBEAT_FIELD) is True:
+                marked += 1
+    return marked
 
 
 def kept_first(environ: dict[str, Any]) -> bool:
@@ -145,8 +199,15 @@ def kept_first(environ: dict[str, Any]) -> bool:
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length > 0 else b""
     environ["wsgi.input"] = io.BytesIO(body)
+    # Counted in the request's bytes and in its compressed blocks: a user value holding the words counts too (a copy
+    # too many at most); heartbeats only by their records' marks.
     received = body.count(KEPT_FIRST)
-    return received > 0 and received > len(HEARTBEAT_MARK.findall(body))
+    heartbeat_words = HEARTBEAT_MARK.search(body) is not None
+    if BINARY_ATTRIBUTE not in body and (received == 0 or not heartbeat_words):
+        return received > 0
+    plain, opened = _event_blocks(body)
+    received += sum(text.count(KEPT_FIRST.decode()) for text in opened)
+    return received > sum(_marked_records(text) for text in plain + opened)
 
 
 class LoopbackOnly:
