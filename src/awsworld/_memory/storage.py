@@ -5,7 +5,8 @@ records (``records.py``), commits writes and reads the log (``log.py``), finds e
 and hooks, keeps every timestamp on the ``clock`` it is given (so a test that skips time sees waits and retries
 fall due), and wakes whoever waits for a run's status (``changed``: a commit that creates a run or changes its
 status notifies it, and ``Signal.until`` re-checks a predicate then, never by polling; a commit that leaves every
-status as it was wakes nobody, so a step's writes do not wake a ``run.result()`` waiter for nothing). The conformance suite runs it beside the AWS World.
+status as it was wakes nobody, so a step's writes do not wake a ``run.result()`` waiter for nothing). The
+conformance suite runs it beside the AWS World.
 """
 
 from __future__ import annotations
