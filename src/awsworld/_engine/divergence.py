@@ -51,9 +51,13 @@ _repr.maxdict = 6
 _repr.maxlevel = 3
 
 
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""What ``json.dumps`` with these options builds on every call: made once (every step call takes a digest)."""
+
+
 def input_digest(structure: object) -> str:
     """16 bytes of SHA-256 over the canonical JSON of a serialized step input (keys sorted), base64url."""
-    text = json.dumps(structure, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = _CANONICAL_JSON.encode(structure)
     return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:16]).rstrip(b"=").decode()
 
 

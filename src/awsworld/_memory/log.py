@@ -42,12 +42,12 @@ Placed = tuple[Decision, Value | None]
 
 class MemoryLog:
     def __init__(self, state: State, clock: Clock, deployment_id: str | None, max_value_bytes: int | None,
-                 committed: Callable[[], None]) -> None:
+                 status_changed: Callable[[], None]) -> None:
         self.state = state
         self.clock = clock
         self.deployment_id = deployment_id
         self.max_value_bytes = max_value_bytes
-        self._committed = committed  # wakes whoever waits for a change (MemoryStorage.changed)
+        self._status_changed = status_changed  # wakes whoever waits for a run's status (MemoryStorage.changed)
         self._found = Found()  # what _failed found, refilled for each decision (no allocation per write)
         self._run_state: RunState | None = None  # the last view's run, reused while the run reads the same
 
@@ -185,6 +185,7 @@ class MemoryLog:
             if decision.creates_run is not None:
                 made = decision.creates_run
                 break
+        status_before = run.status if made is None and run is not None else None  # (None: a run created here)
         if made is not None:
             run = self.state.runs[run_id] = _record(made)
         assert run is not None
@@ -204,7 +205,8 @@ class MemoryLog:
             run.seq_in_band = seq_in_band
         set_due(self.state, run, due_after(committed, now, run_over=over,
                                            lifetime_end=run_lifetime_end(run) if made is not None else None))
-        self._committed()
+        if run.status != status_before:
+            self._status_changed()
         return run, placed_slots, opens
 
     def _apply(self, run: RunRecord, decision: Decision, slots: list[int], now: datetime) -> None:

@@ -3,8 +3,10 @@
 Every decision is the rulebook's (``world/rules/``) and every contract method ``WorldStorage``'s; this keeps the
 records (``records.py``), commits writes and reads the log (``log.py``), finds entities and lists runs, steps
 and hooks, keeps every timestamp on the ``clock`` it is given (so a test that skips time sees waits and retries
-fall due), and wakes whoever waits for a state (``changed``: every commit notifies it, and ``Signal.until``
-re-checks a predicate then, never by polling). The conformance suite runs it beside the AWS World.
+fall due), and wakes whoever waits for a run's status (``changed``: a commit that creates a run or changes its
+status notifies it, and ``Signal.until`` re-checks a predicate then, never by polling; a commit that leaves every
+status as it was wakes nobody, so a step's writes do not wake a ``run.result()`` waiter for nothing). The
+conformance suite runs it beside the AWS World.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class MemoryStorage:
         self.clock = clock
         self.deployment_id = deployment_id
         self.state = State()
-        self.changed = Signal()  # every commit notifies it
+        self.changed = Signal()  # a commit that creates a run or changes its status notifies it
         log = self.log = MemoryLog(self.state, clock, deployment_id, max_value_bytes, self.changed.notify)
         # The write path and the log's reads are the log's own methods (no wrapper between a call and them).
         self.store_value, self.store_values, self.create_run = log.store_value, log.store_values, log.create_run

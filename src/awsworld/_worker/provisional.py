@@ -25,6 +25,7 @@ from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError
 from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
+from ..world.shared.answers import build
 from .flow_messages import FlowMessages
 from .flow_state import FlowLog, FlowSettings, FlowStats, PendingOutcome
 from .step_runner import StepEnd, StepOutcome, record_end
@@ -59,8 +60,10 @@ class ProvisionalOutcomes:
         assert execution is not None
         at = clock_of(self.log.world).now()
         seq = len(execution.log)
-        execution.append([Event(event_id=slot_to_event_id(seq + 1), run_id=self.log.run_id, event_type=end.kind,
-                                correlation_id=step.id, event_data=dict(end.data), created_at=at)])
+        # (built, not validated: every field is this flow's own value of the field's type)
+        execution.append([build(Event, event_id=slot_to_event_id(seq + 1), run_id=self.log.run_id,
+                                event_type=end.kind, correlation_id=step.id, event_data=dict(end.data),
+                                created_at=at)])
         self.pending = PendingOutcome(step, end, seq, at)
 
     def take(self) -> PendingOutcome:
