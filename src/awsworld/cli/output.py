@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -135,8 +136,10 @@ def import_modules(modules: list[str]) -> list[str]:
     workflows and steps, and return their names (a file's path given for one, ``app.py``, read as its module's
     name: ``module_of``); a module that cannot be imported, or whose name another module holds (``shadowed``), is
     a usage error saying how to name it."""
-    add_project_to_path()
     names = [module_of(module) for module in modules]
+    for module in names:  # before the project is on the path: what each name is without it
+        shadowed(module)
+    add_project_to_path()
     for module in names:
         try:
             importlib.import_module(module)
@@ -146,7 +149,6 @@ def import_modules(modules: list[str]) -> list[str]:
         except Exception as error:  # the module's own code: it read "unexpected SyntaxError", as if awsworld's bug
             raise CliError(f"cannot import {module!r}: {import_failure(error)}",
                            "fix the module and run the command again (--debug shows the traceback)") from error
-        shadowed(module)
     return names
 
 
@@ -184,13 +186,22 @@ def module_of(argument: str) -> str:
 
 def shadowed(module: str) -> None:
     """Refuse a module of the project that another module with its name hides: a file named ``random``, ``json``
-    or ``awsworld`` (with ``.py``) beside the code. Python (and ``awsworld`` itself, which imports many of them
-    before the user's code) has the other one in ``sys.modules`` already, so the import found that one: no error,
-    no workflow registered, and ``dev`` served nothing while saying only ``0 workflow(s)``."""
+    or ``awsworld`` (with ``.py``) beside the code. Asked before the project is on the path (``import_modules``).
+    Where Python (or ``awsworld`` itself) has imported the other one already, the import found that one: no error,
+    no workflow registered, and ``dev`` served nothing while saying only ``0 workflow(s)``. Where it has not yet
+    (``random``, once ``dev`` stopped importing moto before the user's code), the project's file would be imported
+    in its place, for awsworld too, which then failed to import its own ``random``: so the name is looked up as it
+    resolves without the project (``find_spec``), not only in ``sys.modules``."""
     top = module.partition(".")[0]
     loaded = sys.modules.get(top)
-    file = getattr(loaded, "__file__", None)
-    places = [file] if file else list(getattr(loaded, "__path__", None) or [])  # (a namespace package: its folders)
+    if loaded is not None:
+        file = getattr(loaded, "__file__", None)
+        places = [file] if file else list(getattr(loaded, "__path__", None) or [])  # (a namespace package: folders)
+    else:
+        spec = importlib.util.find_spec(top)
+        if spec is None:
+            return  # (nothing else has the name: the project's module is the one imported)
+        places = [spec.origin] if spec.origin and spec.has_location else list(spec.submodule_search_locations or [])
     found = ", ".join(places)
     for root in _roots():
         mine = next((p for p in (os.path.join(root, f"{top}.py"), os.path.join(root, top)) if os.path.exists(p)), None)
