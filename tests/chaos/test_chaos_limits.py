@@ -26,7 +26,7 @@ STRIDE = 160
 """k = 1, 161 over the clean trial's ~320 calls, in each mode: 6 trials, one round of ``PARALLEL``."""
 SMALL = 6
 PARALLEL = 6
-STRANDED_ONCE: list[tuple[Mode, int]] = [("die-after", 32), ("die-before", 33)]
+STRANDED_ONCE: list[tuple[Mode, int]] = [("die-after", 33), ("die-before", 34)]
 """One run's trial, its step limit paused from the fault until the crashed delivery's step waits for it (or 12 s
 pass): the delivery that ran the run's queued ``work`` step went on with the run and started ``leave`` inline,
 then died (just after, or instead of, its next write). Its message comes back and must find ``work`` finished
@@ -36,9 +36,10 @@ stranded (2 of 84 trials of six runs; then 1 of 41 where the dead delivery was a
 its flow had run inline: ``python bench/chaos_limits.py --mode die-before --pause-on-fault``, k=118). If a change
 moves these calls, find them again with ``python bench/chaos_limits.py --runs 1 --pause-on-fault --mode
 die-after --mode die-before`` (the trials whose crashed step waited: ``_worker/step_limits.py``,
-``ended_already``, reverted)."""
+``ended_already``, reverted). The queued ``work`` step's message reads its run's pin before its body runs
+(``_deployments/routing.py``, ``reads_step_pin``: one ``BatchGetItem``, call 23), which moved both by one."""
 
-SECOND_MESSAGE: tuple[Mode, int] = ("die-before", 27)
+SECOND_MESSAGE: tuple[Mode, int] = ("die-before", 28)
 """One run's trial, its step limit paused from the fault, and the crashed invocation's ``work`` message sent
 again under a new id (``resend_on_fault``): the delivery of the run's queued ``work`` step started it and died
 before recording its end. The second message for that step, refused its start (``running-elsewhere``), gave the
@@ -47,7 +48,8 @@ of nothing) was refused its start too while the dead attempt's lease ran: the ru
 message gone (six runs: ``python bench/chaos_limits.py --k 150 --mode die-before --pause-on-fault``, 1 of 6 runs
 in 1 of 41 trials; one run and the resend strand at k=25-27 in each mode, deterministically:
 ``_worker/step_runner.py``, ``attempt_step``'s give-back on ``running-elsewhere``, reverted). If a change moves
-the call, find it again with ``python bench/chaos_limits.py --runs 1 --pause-on-fault --resend-on-fault``.
+the call, find it again with ``python bench/chaos_limits.py --runs 1 --pause-on-fault --resend-on-fault`` (the
+pin read of ``reads_step_pin`` moved it from 27 to 28).
 (The sweep's next such strand, a transient error after a queued step's start whose delivery gave the slot back,
 k=97 and k=259 raise with ``--pause-on-fault``, is ``tests/runtime/test_e2e_step_limits.py``'s
 ``test_an_attempt_that_fails_after_its_start_keeps_its_slot_for_its_redelivery``: one run does not reach it.)"""
