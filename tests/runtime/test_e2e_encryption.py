@@ -27,7 +27,7 @@ from awsworld.aws.clients import AWSClients
 from awsworld.aws.encryption.cipher import RunCipher, UnreadableValueError
 from awsworld.aws.encryption.run_keys import DATA_KEY_SK, RUN_CONTEXT_KEY, TABLE_CONTEXT_KEY, EncryptionKeyError
 from awsworld.local import LocalAWS
-from awsworld.local.poller import LocalPoller
+from awsworld.local.poller import RECEIVE_WAIT_SECONDS, LocalPoller
 from awsworld.world.errors import RunNotFoundError
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
@@ -541,6 +541,10 @@ async def test_the_wake_of_a_run_ended_by_the_cli_whose_key_is_lost_is_acknowled
         run_id, _ = await _run_with_another_runs_key(local, waiting=token)
         assert local.poller is not None
         await local.poller.stop()  # the worker that ran it (its key and its replay kept): a fresh one instead
+        # The stop cancels its long poll's task, not the request on its thread: let that request end on the emulator
+        # before the wake is sent, or the wake may be handed to it and hidden for the queue's visibility timeout
+        # (CI 98, under load: neither case's fresh poller saw a delivery in 10 s).
+        await asyncio.sleep(RECEIVE_WAIT_SECONDS + 1.5)
         fresh = AWSWorld(local.config)  # (the same table and queue, no key nor replay of the run known)
         poller = local.poller = LocalPoller(fresh, Worker(fresh))
         poller.start()
@@ -550,7 +554,7 @@ async def test_the_wake_of_a_run_ended_by_the_cli_whose_key_is_lost_is_acknowled
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, err = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode == 0, err.decode()
-        for _ in range(200):  # the wake's first delivery (the only message of this LocalAWS's queue)
+        for _ in range(600):  # the wake's first delivery (the only message of this LocalAWS's queue), within 30 s
             if poller.results:
                 break
             await asyncio.sleep(0.05)
