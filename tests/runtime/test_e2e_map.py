@@ -130,7 +130,9 @@ async def test_map_replays_identically_across_many_deliveries(awsworld_env: Work
     before = awsworld_env.deliveries
     run = await awsworld_env.client.start(sleepy_batch, 7, 3)
     assert await run.result() == [i * 10 for i in range(7)]
-    assert awsworld_env.deliveries - before >= 14  # each sleep wakes the run at least once
+    # The start, and a wake for each sleep: with 3 at a time their ends fall at 7 different minutes (2, 3, 5, 6, 7,
+    # 9, 12). How many more the 1 ms budget adds depends on how fast an iteration is (>= 14 failed in CI 99 at 10).
+    assert awsworld_env.deliveries - before >= 8
     events = await run.events()
     assert _max_in_flight(events, *_marked(events, 7)) == 3
     assert not [e for e in events if e.event_type == "run_failed"]
