@@ -68,6 +68,16 @@ def utf8_size(text: str, errors: str = "strict") -> int:
     return sum(len(text[at:at + _SIZE_SLICE].encode("utf-8", errors)) for at in range(0, len(text), _SIZE_SLICE))
 
 
+
+def text_size_over(text: str, max_bytes: int, errors: str = "strict") -> int | None:
+    """``text``'s UTF-8 size when it is over ``max_bytes``, else None, without its bytes (``utf8_size``): a text of
+    at most a quarter of the bound in characters cannot be over it (a character is at most 4 bytes) and is not
+    measured. The one check of a text over a bound before it is encoded: a stream chunk's, a queue payload's."""
+    if len(text) <= max_bytes // 4:
+        return None
+    size = utf8_size(text, errors)
+    return size if size > max_bytes else None
+
 _FEW_NODES = 16
 """How many nodes (containers, strings, scalars; a dict's keys aside) a value may have for ``json_size_over`` to
 size it before its JSON is made: a value too large with so few holds a large string (a text, a file's bytes in

@@ -18,7 +18,7 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import InvalidInputError, PayloadTooLargeError
-from .limits import json_size_over, utf8_size, value_json
+from .limits import json_size_over, text_size_over, value_json
 from .wire_model import WireModel
 
 # The spec's patterns: a namespace is lowercase alphanumeric starting with a letter.
@@ -119,7 +119,7 @@ def payload_json(payload: Any, max_bytes: int) -> str:
     ``PayloadTooLargeError`` past ``max_bytes`` of UTF-8 (``AWSWORLD_MAX_VALUE_BYTES``: a large one rides in S3)."""
     check_payload_size(payload, max_bytes)
     text = value_json(payload, "payload")
-    if len(text) > max_bytes // 4 and (size := utf8_size(text, "surrogatepass")) > max_bytes:
+    if (size := text_size_over(text, max_bytes, "surrogatepass")) is not None:
         del text  # (a traceback keeps this frame: ``limits.encode_value``)
         raise _payload_too_large(size, max_bytes)
     return text

@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field
 from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidInputError, PayloadTooLargeError
 from .ids import check_entity_id, check_path_id
-from .limits import utf8_size
+from .limits import text_size_over
 from .pages import CHUNKS_PAGE_BYTES
 from .wire_model import WireModel
 
@@ -47,12 +47,11 @@ def _chunk_too_large(size: int, max_chunk_bytes: int, field: str = "chunk") -> P
 def chunk_bytes(chunk: object, field: str = "chunk", max_chunk_bytes: int | None = None) -> bytes:
     """A chunk as bytes: strings are UTF-8. Anything else is a 400 naming the field. A chunk over
     ``max_chunk_bytes`` (None: no bound) is refused here as ``check_chunk_sizes`` refuses it, before its bytes
-    are made: a text (``limits.utf8_size``) or a buffer over the bound costs no copy of itself."""
+    are made: a text (``limits.text_size_over``) or a buffer over the bound costs no copy of itself."""
     if isinstance(chunk, bytes):
         return chunk
     if isinstance(chunk, str):
-        if max_chunk_bytes is not None and len(chunk) > max_chunk_bytes // 4 and (
-                size := utf8_size(chunk)) > max_chunk_bytes:
+        if max_chunk_bytes is not None and (size := text_size_over(chunk, max_chunk_bytes)) is not None:
             raise _chunk_too_large(size, max_chunk_bytes)
         return chunk.encode("utf-8")
     if isinstance(chunk, bytearray | memoryview):
