@@ -36,8 +36,9 @@ PARALLEL = 16
 STUCK_AFTER = 1
 """Wakes in a row after which a run still due is stuck: its last wake's flow wrote nothing (a planned wake, of a
 sleep beyond one message's reach or a parked run's hour, is followed by a write that resets the count; a lost
-message's wake, by the write of the flow it brings). Such a run cannot move by itself: a flow that fails on every
-delivery, a concurrency slot that never frees, a deployment that lacks its code. ``RunsStuck`` counts them, and an
+message's wake, by the write of the flow it brings). Such a run cannot move by itself (a flow that fails on every
+delivery, a deployment that lacks its code), or waits for a limit's slot or token, which rests it with no due of
+its own (``world.watch.snooze_due``): over 10 minutes of that counts too. ``RunsStuck`` counts them, and an
 alarm watches it (``deploy/monitoring.yaml``)."""
 STUCK_NAMED = 10
 """Stuck runs named in the sweep's log line at most (the ``RunsStuck`` metric counts them all)."""
