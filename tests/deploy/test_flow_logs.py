@@ -107,7 +107,7 @@ async def test_a_lost_message_woken_and_a_stuck_run_are_named_with_their_wake(
     assert watch is not None
     lost = await local.client.start(app.quick, secret)
     stuck = await local.client.start(app.quick, secret)
-    assert await _lose(local, esm) == 2  # their start messages are gone: nothing will deliver them
+    assert await esm.lose() == 2  # their start messages are gone: nothing will deliver them
     now = datetime.now(UTC)
     assert await watch.correct(lost.run_id, now - timedelta(minutes=2), seq=1)
     assert await watch.correct(stuck.run_id, now - timedelta(hours=2), seq=1)
@@ -148,14 +148,3 @@ async def test_a_record_moved_to_the_dlq_is_an_error_naming_its_run(
     dead = await sqs.receive_message(QueueUrl=local.world.config.dlq_url, WaitTimeSeconds=1)
     for message in dead.get("Messages", []):
         await sqs.delete_message(QueueUrl=local.world.config.dlq_url, ReceiptHandle=message["ReceiptHandle"])
-
-
-async def _lose(local: LocalAWS, esm: EventSourceMapping) -> int:
-    """Delete every message in the queue (received, never delivered): they are lost."""
-    sqs = await local.world.clients.sqs()
-    lost = 0
-    while messages := await esm.receive(wait_seconds=1):
-        for message in messages:
-            await sqs.delete_message(QueueUrl=local.world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
-            lost += 1
-    return lost
