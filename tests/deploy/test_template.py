@@ -369,12 +369,54 @@ def test_the_dashboard_shows_every_awsworld_metric_and_the_aws_ones(monitoring: 
     assert queues == {"x-QueueName", "x-DeadLetterQueueName"}
 
 
-def test_alarms_watch_the_dlq_the_oldest_message_and_function_errors(monitoring: dict[str, Any]) -> None:
-    alarms = {(a["Properties"]["MetricName"], a["Properties"]["Dimensions"][0]["Value"]["Ref"])
-              for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()}
+def watched(alarm: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(namespace, metric, the parameter its first dimension names) of every metric an alarm reads: its own, or
+    those of its metric-math expression."""
+    properties = alarm["Properties"]
+    if "MetricName" in properties:
+        namespace = properties["Namespace"]
+        return [(namespace if isinstance(namespace, str) else "x-" + namespace["Ref"], properties["MetricName"],
+                 properties["Dimensions"][0]["Value"]["Ref"])]
+    return [(m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"],
+             m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"]) for m in properties["Metrics"]
+            if "MetricStat" in m]
+
+
+def test_alarms_watch_the_dlq_the_oldest_message_function_errors_stuck_runs_and_throttles(
+        monitoring: dict[str, Any]) -> None:
+    alarms = {alarm: watched(properties) for alarm, properties in of_type(monitoring, "AWS::CloudWatch::Alarm").items()}
+    read = {(metric, dimension) for metrics in alarms.values() for _, metric, dimension in metrics}
     assert {("ApproximateNumberOfMessagesVisible", "DeadLetterQueueName"),
             ("ApproximateAgeOfOldestMessage", "QueueName"),
-            ("Errors", "FlowFunctionName"), ("Errors", "WebhookFunctionName")} <= alarms
+            ("Errors", "FlowFunctionName"), ("Errors", "WebhookFunctionName"),
+            ("RunsStuck", "ServiceName")} <= read
+    assert set(alarms["ThrottlesAlarm"]) == {
+        ("AWS/Lambda", "Throttles", "FlowFunctionName"), ("AWS/Lambda", "Throttles", "WebhookFunctionName"),
+        ("AWS/DynamoDB", "ReadThrottleEvents", "TableName"), ("AWS/DynamoDB", "WriteThrottleEvents", "TableName")}
+    expression = next(m["Expression"] for m in props(monitoring, "ThrottlesAlarm")["Metrics"] if "Expression" in m)
+    assert all(f"FILL({m}, 0)" in expression for m in ("flow", "webhook", "reads", "writes")), expression
+    on_dashboard = dashboard_body(monitoring)["widgets"][-1]["properties"]["alarms"]
+    assert sorted(on_dashboard) == sorted(f"x-{alarm}.Arn" for alarm in alarms), "every alarm is on the dashboard"
+
+
+def test_every_awsworld_metric_an_alarm_or_the_dashboard_reads_is_emitted(monitoring: dict[str, Any]) -> None:
+    """The converse of the dashboard test above: a name the dashboard plots or an alarm reads that no code emits
+    is a flat line, or an alarm that can never fire."""
+    widgets = dashboard_body(monitoring)["widgets"]
+    plotted = {m[1] for w in widgets if w["type"] == "metric" for m in w["properties"]["metrics"]
+               if m[0] == "x-MetricsNamespace"}
+    alarmed = {metric for alarm in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
+               for namespace, metric, _ in watched(alarm) if namespace == "x-MetricsNamespace"}
+    assert plotted | alarmed <= set(observability.METRIC_NAMES), (plotted | alarmed) - set(observability.METRIC_NAMES)
+
+
+def test_every_alarm_has_a_runbook_line_in_the_monitoring_page(monitoring: dict[str, Any]) -> None:
+    """An alarm that pages someone must say what to do: the page's "What to do when an alarm fires" names each
+    alarm's resource (``*DLQ not empty* (`DeadLetterQueueAlarm`)``)."""
+    page = (ROOT / "docs" / "operate" / "monitoring.md").read_text()
+    runbook = page[page.index("What to do when an alarm fires"):]
+    missing = [alarm for alarm in of_type(monitoring, "AWS::CloudWatch::Alarm") if f"`{alarm}`" not in runbook]
+    assert not missing, f"alarms without a runbook line in docs/operate/monitoring.md: {missing}"
 
 
 def test_a_divergence_parks_runs_by_default_and_an_alarm_says_so(template: dict[str, Any],
@@ -387,7 +429,7 @@ def test_a_divergence_parks_runs_by_default_and_an_alarm_says_so(template: dict[
     parameter = template["Parameters"]["OnDivergence"]
     assert parameter["Default"] == "park" and set(parameter["AllowedValues"]) == {"park", "fail"}
     alarms = [a["Properties"] for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"]["MetricName"] == observability.RUNS_PARKED]
+              if a["Properties"].get("MetricName") == observability.RUNS_PARKED]
     assert len(alarms) == 1 and alarms[0]["Threshold"] == 0, alarms
     assert alarms[0]["ComparisonOperator"] == "GreaterThanThreshold"
     assert "awsworld runs --parked" in alarms[0]["AlarmDescription"]
@@ -400,7 +442,7 @@ def test_a_run_failed_because_its_pinned_version_is_gone_raises_an_alarm(monitor
     from awsworld._worker.rerouting import DEPLOYMENT_MISMATCHES
 
     alarms = [a["Properties"] for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"]["MetricName"] == DEPLOYMENT_MISMATCHES]
+              if a["Properties"].get("MetricName") == DEPLOYMENT_MISMATCHES]
     assert len(alarms) == 1 and alarms[0]["Threshold"] == 0, alarms
     assert alarms[0]["ComparisonOperator"] == "GreaterThanThreshold"
     assert "awsworld deployments retire" in alarms[0]["AlarmDescription"]
