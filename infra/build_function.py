@@ -26,7 +26,9 @@ the build with whatever Python runs it (3.9 or newer, standard library only):
    (``uv python find 3.13``), else pyenv's (``$(pyenv root)/versions/3.13.*``), else one uv installs (``uv python
    install 3.13``). ``unchecked-hash`` ``.pyc`` files stay valid whatever times the deployment zip records.
    Without any 3.13 the build still succeeds (the artifact runs; its cold starts compile) and says so, with
-   what to install.
+   what to install;
+4. writes the digest of the project's deploy configuration (``template.yaml``, ``samconfig.toml``) into the
+   artifact, so that a change of parameters alone still publishes a new version (``stamp_deploy_configuration``).
 
 The packaged copy (``awsworld/deploy/build_function.py``) is the one edited; ``awsworld init`` writes it to
 ``infra/build_function.py`` and ``tests/deploy/test_init.py`` keeps the repository's copy equal to it.
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import email.parser
+import hashlib
 import importlib.util
 import os
 import re
@@ -63,6 +66,11 @@ EXCLUDED = (".aws-sam", ".chalice", ".git", ".gitignore", "*.pyc", "__pycache__"
 DEV_STATE_FILE = "state.json"
 DEV_STATE_BESIDE = ("dev.lock", "table.jsonl")
 PREFIX = "awsworld build:"
+#: What deploys the functions beside their code, in the project's root: a change to one of these alone must
+#: still publish a new version of each function (``stamp_deploy_configuration``).
+DEPLOY_CONFIGURATION = ("template.yaml", "samconfig.toml", "samconfig.yaml", "samconfig.yml")
+#: The artifact's file holding their digest (``sha256sum``'s format).
+CONFIGURATION_STAMP = "awsworld-deploy-configuration.sha256"
 
 
 class BuildError(Exception):
@@ -278,6 +286,24 @@ def _left_out(folder: str, names: list[str]) -> set[str]:
     return left
 
 
+def stamp_deploy_configuration(project: Path, target: Path) -> str:
+    """Write the digest of the project's ``template.yaml`` and ``samconfig.toml`` into the artifact.
+
+    Why: every deployment publishes a version behind the ``live`` alias, which the queue's event source and the
+    webhook URL invoke, and SAM publishes one only when its hash of the function changes. That hash covers the
+    code's S3 location (the zip's MD5, and this build is reproducible) and the function's ``Environment`` and
+    ``MemorySize`` as the template writes them: ``!Ref LogLevel``, not the parameter's value (SAM issue 1640).
+    So ``sam build && sam deploy`` after a change of ``parameter_overrides`` alone (``LogLevel=DEBUG``,
+    ``PayloadKmsKeyArn``, ``Modules``, ``FlowMemorySize``) updated the unpublished function and left every
+    delivery on the old version with the old values, while the deploy reported success. With the digest in it,
+    the zip changes with those files, and with it the version. Only the digest is written: no parameter's value
+    leaves the project. A change SAM does see publishes a version with or without it."""
+    lines = [f"{hashlib.sha256((project / name).read_bytes()).hexdigest()}  {name}\n"
+             for name in DEPLOY_CONFIGURATION if (project / name).is_file()]
+    (target / CONFIGURATION_STAMP).write_text("".join(lines), encoding="utf-8")
+    return f"stamped {', '.join(line.split()[1] for line in lines) or 'no deploy configuration'}"
+
+
 def is_runtime_python(python: str | None) -> bool:
     if not python:
         return False
@@ -360,10 +386,11 @@ def main(argv: list[str] | None = None) -> int:
                        args.only)
         copy_code(args.code.resolve(), target)
         compiled = compile_bytecode(target)
+        stamped = stamp_deploy_configuration(args.project.resolve(), target)
     except BuildError as error:
         print(f"{PREFIX} {error}", file=sys.stderr, flush=True)
         return 1
-    say(f"{target.name}: {done}; {compiled}")
+    say(f"{target.name}: {done}; {compiled}; {stamped}")
     return 0
 
 

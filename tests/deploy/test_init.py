@@ -34,6 +34,7 @@ from awsworld.deploy import (
     monitoring_text,
     template_text,
 )
+from awsworld.deploy.build_function import CONFIGURATION_STAMP
 
 from .dist import cold_start_bench, path_without_python313, python313_env
 
@@ -591,8 +592,9 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         planted = {path.split("/")[0] for path in CLUTTER}
         assert not entries & planted, f"dev state, tests, envs, env files or logs were packed: {entries & planted}"
         assert entries >= USER_CODE and "awsworld" in entries, sorted(entries)
-        # The build drops the console scripts (bin/) the RECORD files list, and adds the entry points' bytecode.
-        assert entries == USER_CODE | (installed_entries(built) - {"bin"}) | {"__pycache__"}, \
+        # The build drops the console scripts (bin/) the RECORD files list, and adds the entry points' bytecode
+        # and the digest of the deploy configuration (which holds no value of it).
+        assert entries == USER_CODE | (installed_entries(built) - {"bin"}) | {"__pycache__", CONFIGURATION_STAMP}, \
             f"neither the user's code nor an installed distribution's: {sorted(entries - installed_entries(built))}"
         assert (built / "myapp" / "orders.py").read_text() == ORDERS, "the user's code is in the function"
         compiled = {path.name for path in built.rglob("*.cpython-313.pyc")}
