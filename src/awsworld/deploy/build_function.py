@@ -24,7 +24,8 @@ the build with whatever Python runs it (3.9 or newer, standard library only):
 3. compiles the artifact's bytecode with a Python 3.13 (``.pyc`` files are specific to one minor version, so no
    other interpreter can write them): ``$PYTHON313``, else ``python3.13`` on ``PATH``, else one uv knows
    (``uv python find 3.13``), else pyenv's (``$(pyenv root)/versions/3.13.*``), else one uv installs (``uv python
-   install 3.13``). ``unchecked-hash`` ``.pyc`` files stay valid whatever times the deployment zip records.
+   install 3.13``). ``unchecked-hash`` ``.pyc`` files stay valid whatever times the deployment zip records, and
+   they name their sources under ``/var/task``, where Lambda puts them, not under the folder the build ran in.
    Without any 3.13 the build still succeeds (the artifact runs; its cold starts compile) and says so, with
    what to install;
 4. writes the digest of the project's deploy configuration (``template.yaml``, ``samconfig.toml``) into the
@@ -66,6 +67,8 @@ EXCLUDED = (".aws-sam", ".chalice", ".git", ".gitignore", "*.pyc", "__pycache__"
 DEV_STATE_FILE = "state.json"
 DEV_STATE_BESIDE = ("dev.lock", "table.jsonl")
 PREFIX = "awsworld build:"
+#: Where Lambda unpacks a function's code (its ``LAMBDA_TASK_ROOT``): the path the bytecode names its sources by.
+LAMBDA_TASK_ROOT = "/var/task"
 #: What deploys the functions beside their code, in the project's root: a change to one of these alone must
 #: still publish a new version of each function (``stamp_deploy_configuration``).
 DEPLOY_CONFIGURATION = ("template.yaml", "samconfig.toml", "samconfig.yaml", "samconfig.yml")
@@ -354,8 +357,11 @@ def compile_bytecode(target: Path) -> str:
             f"Python version: install Python {RUNTIME_VERSION} (uv python install {RUNTIME_VERSION}, pyenv "
             f"install {RUNTIME_VERSION}, or python.org) or set PYTHON313 to one, then sam build again.")
         return "no bytecode"
+    # -s/-p: each .pyc names its source where Lambda puts it (/var/task/...), not where this build ran, so the
+    # artifact carries no path of the builder's machine (a home folder, a user name) and the same code builds
+    # the same bytes in any folder: no version published for a build that only moved (stamp_deploy_configuration).
     done = subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
-                           str(target)], capture_output=True, text=True)
+                           "-s", str(target), "-p", LAMBDA_TASK_ROOT, str(target)], capture_output=True, text=True)
     if done.returncode:  # a file that is not Python 3.13 (a dependency's template, say): the rest is compiled
         say(f"WARNING: some files did not compile with {python} (they fail if imported):\n"
             f"{(done.stdout + done.stderr).strip()[-3000:]}")
