@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, values_shown
+from ...world.entities import TERMINAL_RUN_STATUSES, HookRecord, ResolveData, Run, Step, values_shown
 from ...world.errors import WorldError
 from ...world.rules.state import Slot
 from ...world.shared.answers import hook_answer, hook_value_slots, step_answer, step_value_slots
@@ -134,12 +134,12 @@ class EntityReads:
         return (await self.steps(run_id, [item], resolve, known))[0]
 
     async def hooks(self, run_id: str, items: Sequence[Item], resolve: ResolveData,
-                    known: Known | None = None) -> list[Hook]:
+                    known: Known | None = None) -> list[HookRecord]:
         states = [hook_state(item) for item in items]
         values = await self._values(run_id, [s for state in states for s in hook_value_slots(state, resolve)],
                                     known or _NONE)
         return [hook_answer(run_id, state, item.get("status") or "open", resolve, values.get)
                 for item, state in zip(items, states, strict=True)]
 
-    async def hook(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Hook:
+    async def hook(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> HookRecord:
         return (await self.hooks(run_id, [item], resolve, known))[0]
