@@ -23,7 +23,7 @@ from ..encryption.run_keys import EncryptionKeyError, data_key_key, unreadable_e
 from ..keys import LAYOUT_VERSION, STEP_PREFIX, attrs_key, event_key, run_key
 from ..resources import GSI_RUN_KEY
 from ..values import ValueStore
-from .blocks import BlockEvent, block_events
+from .blocks import END_BLOCK, BlockEvent, block_events
 from .event_reader import EventReader
 from .item_states import hook_state, step_state
 
@@ -72,11 +72,12 @@ class EntityReads:
             run_id = head[GSI_RUN_KEY]
             # What this process writes for the run next (a stream's chunks, a value) expires with its retention.
             self.clients.retention.remember(run_id, head)
-            first = event_key(run_id, 1)
-            if 1 not in known.get(run_id, _NONE) and _key(first) not in have:
-                keys.append(first)
-            if head.get("attrs") and _key(attrs_key(run_id)) not in have:
-                keys.append(attrs_key(run_id))
+            wanted = [event_key(run_id, 1)] if 1 not in known.get(run_id, _NONE) else []
+            if head.get(END_BLOCK) and head.get("endSlot") and int(head["endSlot"]) not in known.get(run_id, _NONE):
+                wanted.append(event_key(run_id, int(head[END_BLOCK])))  # (a failed run's error: ``END_BLOCK``)
+            if head.get("attrs"):
+                wanted.append(attrs_key(run_id))
+            keys.extend(key for key in wanted if _key(key) not in have and key not in keys)
         if keys:
             have.update((_key(i), i) for i in await batch_get(self.clients, keys))
 
@@ -89,6 +90,11 @@ class EntityReads:
             mine = known.get(run_id, _NONE)
             if int(slot) in mine:
                 return mine[int(slot)]
+            block = have.get(_key(event_key(run_id, int(head[END_BLOCK])))) if head.get(END_BLOCK) else None
+            if block is not None:
+                found = next((event for event in block_events(block) if event.slot == int(slot)), None)
+                if found is not None:
+                    return found
             return (await self.reader.events_at(run_id, [int(slot)])).get(int(slot))
 
         ends = await asyncio.gather(*(end_of(h) for h in heads))
