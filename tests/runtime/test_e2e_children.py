@@ -6,7 +6,6 @@ call position, whatever replays, redeliveries and crashes happen between the par
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import Counter
 from datetime import timedelta
@@ -33,10 +32,9 @@ from awsworld.client.replay import replay_run
 from awsworld.durable.child_calls import START_CHILD, child_run_id
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
-from awsworld.world.errors import HookNotFoundError
 from awsworld.world.messages import FlowMessage
 
-from .conftest import Env
+from .conftest import Env, holder_of_hook
 
 RESULT_TIMEOUT = 60.0
 CALLS: Counter[str] = Counter()
@@ -373,13 +371,7 @@ async def test_a_child_ended_whose_log_is_read_without_values_reports_its_error_
     tests/runtime/test_e2e_encryption.py.)"""
     env, token = awsworld_env, "children-lost-key"
     run = await env.client.start(parent_awaiting_a_cancelled_child, token)
-    child_id = ""
-    for _ in range(200):
-        with contextlib.suppress(HookNotFoundError):
-            child_id = (await env.world.hooks.get_by_token(token, resolve_data="none")).run_id
-            break
-        await asyncio.sleep(0.01)
-    assert child_id, "the child never waited on its hook"
+    child_id = await holder_of_hook(env.world, token)
     # The operator's fail as ``Client.fail`` writes it, with no wake: the flow that would read the child's values
     # does not run, the one that reads them without does (below).
     await env.world.events.create(child_id, {"eventType": "run_failed", "eventData": {
