@@ -40,7 +40,7 @@ def value_json(value: Any, field: str) -> str:
     an encoder on each call, 10,000 instructions for ``5``, where this costs a tenth of that; a step's result is
     often a number (``bench/testing.py --instructions``). Anything else (a str, a container, a subclass such as an
     ``IntEnum``, NaN, an int too long for ``repr``) takes the encoder, and its errors."""
-    kind = type(value)
+    kind = cast("type[object]", type(value))
     try:
         if kind is int:
             return int.__repr__(value)
