@@ -9,8 +9,10 @@ docs, the README, the code or the SAM templates mention a variable ``Settings`` 
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -83,6 +85,28 @@ def test_a_value_is_read_when_it_is_used(monkeypatch: pytest.MonkeyPatch) -> Non
     assert horizon_seconds() == 0.0  # clamped, as before
     monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "")
     assert horizon_seconds() == 300.0  # blank is unset
+
+
+def test_the_process_environment_is_read_at_each_access_however_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SETTINGS`` reads the dict ``os.environ`` keeps (``settings._process_text``), not ``os.environ.get``: every
+    way a test or ``awsworld dev`` changes the environment is seen at the next read, as ``os.environ.get`` sees it."""
+    name = Settings.table.env
+    monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(Settings.modules.env, raising=False)
+    assert SETTINGS.table is None
+    os.environ[name] = "set"  # (monkeypatch restores the variable after the test: it was deleted through it)
+    assert SETTINGS.table == "set"
+    os.environb[name.encode()] = b"through-bytes"
+    assert SETTINGS.table == "through-bytes"
+    with patch.dict(os.environ, {name: "patched \udcff"}):
+        assert SETTINGS.table == "patched \udcff" == os.environ.get(name)  # (a byte no encoding decodes: kept)
+    assert SETTINGS.table == "through-bytes"
+    del os.environ[name]
+    assert SETTINGS.table is None
+    os.environ[name] = ""
+    assert SETTINGS.table is None and SETTINGS.modules is None  # blank is unset; unset is unset even for modules
+    monkeypatch.setenv(Settings.modules.env, "")
+    assert SETTINGS.modules == ""
 
 
 def test_a_snapshot_and_a_mapping_of_your_own(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,9 +9,15 @@ so it cannot drift.
 
 Why read at each access rather than once: a variable is read where it is used, when it is used, as before
 (``SETTINGS.watch_horizon_seconds`` reads the process environment then), so a test that sets one with
-``monkeypatch.setenv`` after the objects that use it exist still takes effect, and one read costs what an
-``os.environ`` lookup costs. ``Settings(environ)`` reads a mapping of your own instead (``AWSConfig.from_env``
-takes one), and ``Settings.from_env()`` takes a snapshot of the process's variables as they are now.
+``monkeypatch.setenv`` after the objects that use it exist still takes effect (``tests/runtime/test_run_lifetime.py``
+changes ``AWSWORLD_MAX_RUN_DAYS`` under a running test environment), as does ``awsworld dev`` setting one after its
+World exists (``AWSWORLD_WEBHOOK_URL``, ``cli/dev.py``). A cache read once per process or per World would need to
+learn of every change to ``os.environ``, which says nothing when it changes. So the read itself is made cheap
+instead (``_process_text``): each step reads five variables, and ``os.environ.get`` of an unset one (a ``KeyError``
+raised and caught) cost about 9,000 instructions where this read costs 2,600, 2% of a step in the test environment
+(``bench/testing.py --instructions``: 1,767,205 instructions per step before, 1,734,156 after).
+``Settings(environ)`` reads a mapping of your own instead (``AWSConfig.from_env`` takes one), and
+``Settings.from_env()`` takes a snapshot of the process's variables as they are now.
 
 A blank value (``AWSWORLD_X=``) counts as unset unless a variable says otherwise: the SAM template sets optional
 ones empty. This module imports nothing of awsworld, so every layer (the contract in ``world`` included) may use it.
@@ -24,7 +30,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 T = TypeVar("T")
 
@@ -80,10 +86,13 @@ class Var(Generic[T]):
     def __get__(self, settings: Settings | None, owner: type[Any]) -> Var[T] | T:
         if settings is None:
             return self
-        return self.read(settings.environ)
+        return self.value(settings.text(self.env))
 
     def read(self, environ: Mapping[str, str]) -> T:
-        raw = environ.get(self.env)
+        return self.value(environ.get(self.env))
+
+    def value(self, raw: str | None) -> T:
+        """The value of the variable's text (None: unset)."""
         if raw is None or (raw == "" and self.blank_is_unset):
             return self.default
         return self.parse(raw)
@@ -197,8 +206,10 @@ class Settings:
     """Every ``AWSWORLD_*`` variable, read from ``environ`` (default: this process's environment, at each access).
     Frozen: a value is changed in the environment, never on the object."""
 
-    __slots__ = ("environ",)
+    __slots__ = ("environ", "text")
     environ: Mapping[str, str]
+    text: Callable[[str], str | None]
+    """A variable's text in ``environ`` (None when unset): ``environ.get``, or ``_process_text`` for the process's."""
 
     # -- where the stack is
     table = Var[str | None](
@@ -331,7 +342,9 @@ class Settings:
         group="local")
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
-        object.__setattr__(self, "environ", os.environ if environ is None else environ)
+        source = os.environ if environ is None else environ
+        object.__setattr__(self, "environ", source)
+        object.__setattr__(self, "text", (_process_text() if source is os.environ else None) or source.get)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Settings are read from the environment; set {name} there")
@@ -357,6 +370,33 @@ class Settings:
             except ValueError as error:
                 raise ValueError(f"{var.env}={self.environ.get(var.env)!r}: {error}") from None
         return values
+
+
+def _process_text() -> Callable[[str], str | None] | None:
+    """``os.environ.get`` without its cost: the variable's text, read at each call from the dict that
+    ``os.environ`` keeps its encoded variables in (every change made through ``os.environ``, ``os.environb``,
+    ``monkeypatch`` or ``unittest.mock.patch.dict`` lands there), under its encoded name, made once per variable.
+    ``os.environ.get`` costs 9,000 instructions to this 2,600: ``Mapping.get`` calls ``__getitem__``, which
+    encodes the name on each call, and an unset variable raises ``KeyError`` there and catches it in ``get``. That
+    dict is CPython's (``os._Environ._data``, in 3.11 to 3.13 alike), not documented: None where it is missing
+    (``os.environ.get`` then)."""
+    environ = os.environ
+    data: object = getattr(environ, "_data", None)
+    if not isinstance(data, dict):
+        return None
+    stored = cast("dict[object, object]", data)
+    encode: Callable[[str], object] = environ.encodekey
+    decode = cast("Callable[[object], str]", environ.decodevalue)
+    names: dict[str, object] = {}
+
+    def text(name: str) -> str | None:
+        key = names.get(name)
+        if key is None:
+            key = names[name] = encode(name)
+        raw = stored.get(key)
+        return None if raw is None else decode(raw)
+
+    return text
 
 
 SETTINGS = Settings()

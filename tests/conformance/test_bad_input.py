@@ -70,7 +70,8 @@ async def test_a_bad_event_is_refused_naming_the_field_and_writes_nothing(world:
     assert await stored(world) == before
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, object()], ids=["nan", "infinity", "object"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 10 ** 5000, object()],
+                         ids=["nan", "infinity", "minus-infinity", "int-of-5001-digits", "object"])
 async def test_a_value_that_is_not_json_is_refused_not_altered(world: AnyWorld, value: Any) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
@@ -80,6 +81,22 @@ async def test_a_value_that_is_not_json_is_refused_not_altered(world: AnyWorld, 
                                            "eventData": {"result": value}})
     assert raised.value.field == "eventData.result"
     assert await stored(world) == before
+
+
+SCALARS: list[Any] = [0, -7, 10 ** 30, 1.5, -0.0, 1e308, 5e-324, 0.1 + 0.2, True, False, None]
+
+
+async def test_a_scalar_that_is_json_is_kept_exactly(world: AnyWorld) -> None:
+    """Beside the refusals above: what a World takes it keeps as written (a scalar's JSON is written without the
+    encoder, ``world/limits.py``'s ``value_json``): a bool stays a bool, not 1, -0.0 keeps its sign, a float
+    every digit."""
+    run_id = await new_run(world, start=True)
+    for i, value in enumerate(SCALARS):
+        await world.events.create(run_id, step_created(f"s{i}"))
+        await world.events.create(run_id, {"eventType": "step_completed", "correlationId": f"s{i}",
+                                           "eventData": {"result": value}})
+    kept = [(await world.steps.get(run_id, f"s{i}")).output for i in range(len(SCALARS))]
+    assert [(type(v), repr(v)) for v in kept] == [(type(v), repr(v)) for v in SCALARS]
 
 
 @pytest.mark.parametrize("value", [math.nan, object()], ids=["nan", "object"])

@@ -129,6 +129,8 @@ class StepContext:
         return result
 
     async def _flush_writers(self, failure: Exception | None) -> None:
+        if not self.writers:  # (most bodies write no stream: no gather, no future)
+            return
         writers = list(self.writers.values())
         outcomes = await asyncio.gather(*(w.flush() for w in writers), return_exceptions=True)
         errors = [(w, e) for w, e in zip(writers, outcomes, strict=True) if isinstance(e, BaseException)]

@@ -10,6 +10,7 @@ refused there too, with the same ``PayloadTooLargeError``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, cast
@@ -32,8 +33,23 @@ _STRICT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=
 
 
 def value_json(value: Any, field: str) -> str:
-    """``value``'s compact JSON, or the 400 naming ``field`` when it is not a JSON value (NaN, an object)."""
+    """``value``'s compact JSON, or the 400 naming ``field`` when it is not a JSON value (NaN, an object).
+
+    A value that is exactly an int, a finite float, a bool or None is written here as JSON's encoder writes it
+    (an int's and a float's ``repr``, the C encoder's own), without the encoder: ``JSONEncoder.encode`` sets up
+    an encoder on each call, 10,000 instructions for ``5``, where this costs a tenth of that; a step's result is
+    often a number (``bench/testing.py --instructions``). Anything else (a str, a container, a subclass such as an
+    ``IntEnum``, NaN, an int too long for ``repr``) takes the encoder, and its errors."""
+    kind = cast("type[object]", type(value))
     try:
+        if kind is int:
+            return int.__repr__(value)
+        if kind is bool:
+            return "true" if value else "false"
+        if value is None:
+            return "null"
+        if kind is float and math.isfinite(value):
+            return float.__repr__(value)
         return _STRICT.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
