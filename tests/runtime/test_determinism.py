@@ -237,6 +237,7 @@ STANDARD_LIBRARY_UNTOUCHED = """
 import asyncio, asyncio.tasks, random, time, uuid
 
 MODULES = (time, uuid, random, asyncio, asyncio.tasks)
+random.Random("warm")  # fills random's own lazy cache of sha512 (3.13+: ``_sha512`` is None until a text seed)
 
 
 def snapshot():
