@@ -60,7 +60,7 @@ class ReplayLoop(asyncio.AbstractEventLoop):
                    context: contextvars.Context | None = None) -> asyncio.TimerHandle:
         raise DeterminismError(
             "timers are not available in workflow code (asyncio.sleep, wait_for/timeout with a deadline): "
-            "use awsworld.sleep(), which is durable"
+            "use awsworld.sleep(), which is durable; to bound a step's time, @step(timeout=...)"
         )
 
     def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
@@ -140,6 +140,34 @@ class ReplayLoop(asyncio.AbstractEventLoop):
             determinism.leave(entered)
             self._running = False
             asyncio.events._set_running_loop(outer)
+
+
+IO_METHODS = (
+    "getaddrinfo", "getnameinfo", "create_connection", "create_server", "sendfile", "start_tls",
+    "create_unix_connection", "create_unix_server", "connect_accepted_socket", "create_datagram_endpoint",
+    "connect_read_pipe", "connect_write_pipe", "subprocess_shell", "subprocess_exec", "add_reader", "remove_reader",
+    "add_writer", "remove_writer", "sock_recv", "sock_recv_into", "sock_recvfrom", "sock_recvfrom_into",
+    "sock_sendall", "sock_sendto", "sock_connect", "sock_accept", "sock_sendfile", "add_signal_handler",
+    "remove_signal_handler",
+)
+"""The event loop's I/O methods (``asyncio.AbstractEventLoop``'s): what ``asyncio.open_connection``, an async HTTP
+client (httpx, aiohttp, aiobotocore), ``asyncio.create_subprocess_exec`` and the like call. The abstract class
+raises a bare ``NotImplementedError`` for each; on the replay loop each raises ``DeterminismError`` naming the call
+and the fix instead."""
+
+
+def _refuses_io(name: str) -> Callable[..., Any]:
+    def refuse(self: ReplayLoop, *args: object, **kwargs: object) -> Any:
+        raise DeterminismError(
+            f"workflow code cannot do I/O (the event loop's {name}(): a connection, a subprocess, a file "
+            f"descriptor): what it reads is neither recorded nor replayed; put the I/O in a @step")
+
+    refuse.__name__ = refuse.__qualname__ = name
+    return refuse
+
+
+for _io_method in IO_METHODS:
+    setattr(ReplayLoop, _io_method, _refuses_io(_io_method))
 
 
 def _creation_number(task: asyncio.Task[Any]) -> int:
