@@ -362,7 +362,7 @@ async def test_another_thread_gets_the_real_clock_while_a_body_runs() -> None:
 
 
 STANDARD_LIBRARY_UNTOUCHED = """
-import asyncio, asyncio.tasks, random, time, uuid
+import asyncio, asyncio.tasks, datetime, random, sys, time, uuid
 
 MODULES = (time, uuid, random, asyncio, asyncio.tasks)
 
@@ -395,22 +395,47 @@ async def flow() -> list:
     return [await add(1), time.time(), random.random(), str(uuid.uuid4())]
 
 
+@workflow(name="untouched.refused")
+async def refused() -> str:
+    await add(1)
+    return datetime.datetime.now().isoformat()
+
+
+@workflow(name="untouched.cancelled")
+async def cancelled() -> None:
+    time.time()
+    await awsworld.sleep("1d")
+
+
 async def main():
     async with awsworld.testing.WorkflowTestEnv() as env:
         run = await env.client.start(flow)
-        return await run.result()
+        result = await run.result()
+        try:
+            await (await env.client.start(refused)).result()
+            raise AssertionError("datetime.now() was allowed")
+        except awsworld.WorkflowRunFailedError as failed:
+            assert "DeterminismError" in repr(failed) or "datetime.now()" in str(failed), failed
+        assert not changed(before) and sys.getprofile() is None, (changed(before), sys.getprofile())
+        sleeping = await env.client.start(cancelled)
+        await env.sleep("1h")
+        await sleeping.cancel()
+        assert (await sleeping.get()).status == "cancelled"
+        return result
 
 
 result = asyncio.run(main())
 assert result[0] == 2, result
 assert not changed(before), changed(before)
+assert sys.getprofile() is None, sys.getprofile()
 print("untouched")
 """
 
 
 def test_importing_awsworld_and_running_a_workflow_leave_the_standard_library_as_it_is() -> None:
     # In a fresh process: every attribute of time, uuid, random, asyncio and asyncio.tasks is the very object it
-    # was before ``import awsworld``, and still after a workflow (whose body called time, random and uuid4) ran.
+    # was before ``import awsworld``, and still after a workflow (whose body called time, random and uuid4) ran,
+    # after one failed on a refusal and after one was cancelled; no profile hook is left either.
     done = subprocess.run([sys.executable, "-c", STANDARD_LIBRARY_UNTOUCHED], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "untouched", done.stdout + done.stderr
