@@ -18,6 +18,7 @@ import uuid
 from datetime import UTC, date, datetime
 from typing import Any
 
+import httpx
 import pytest
 
 import awsworld
@@ -174,6 +175,11 @@ async def test_the_clock_functions_given_a_time_and_a_seeded_generator_are_allow
     assert replayed.ok, replayed.describe()
 
 
+async def _get_with_httpx(timeout: float) -> int:
+    async with httpx.AsyncClient(timeout=timeout) as client:
+        return (await client.get("http://127.0.0.1:9/")).status_code
+
+
 @workflow
 async def does_io() -> dict[str, str]:
     outcomes = {}
@@ -181,6 +187,7 @@ async def does_io() -> dict[str, str]:
         "asyncio.open_connection": lambda: asyncio.open_connection("127.0.0.1", 9),
         "asyncio.create_subprocess_exec": lambda: asyncio.create_subprocess_exec("true"),
         "loop.getaddrinfo": lambda: asyncio.get_running_loop().getaddrinfo("localhost", 80),
+        "httpx": lambda: _get_with_httpx(timeout=5),  # (its default timeout)
     }.items():
         try:
             await io()
@@ -196,7 +203,9 @@ async def test_asyncio_io_in_a_body_is_refused_with_the_call_and_the_fix(e2e) ->
     assert "the event loop's create_connection()" in outcomes["asyncio.open_connection"], outcomes
     assert "the event loop's subprocess_exec()" in outcomes["asyncio.create_subprocess_exec"], outcomes
     assert "the event loop's getaddrinfo()" in outcomes["loop.getaddrinfo"], outcomes
-    assert all("put the I/O in a @step" in outcome for outcome in outcomes.values()), outcomes
+    assert "an async client's own timeouts" in outcomes["httpx"], "its connect timeout is a timer, set first"
+    assert all("put I/O in a @step" in outcome or "put the I/O in a @step" in outcome
+               for outcome in outcomes.values()), outcomes
 
 
 class StampsLikeLoguru(logging.Handler):

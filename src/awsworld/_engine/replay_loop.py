@@ -59,8 +59,9 @@ class ReplayLoop(asyncio.AbstractEventLoop):
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any,
                    context: contextvars.Context | None = None) -> asyncio.TimerHandle:
         raise DeterminismError(
-            "timers are not available in workflow code (asyncio.sleep, wait_for/timeout with a deadline): "
-            "use awsworld.sleep(), which is durable; to bound a step's time, @step(timeout=...)"
+            "timers are not available in workflow code (asyncio.sleep, wait_for/timeout with a deadline, an async "
+            "client's own timeouts): use awsworld.sleep(), which is durable; bound a step's time with "
+            "@step(timeout=...), and put I/O in a @step"
         )
 
     def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
@@ -83,6 +84,10 @@ class ReplayLoop(asyncio.AbstractEventLoop):
 
     def get_debug(self) -> bool:
         return False
+
+    def get_task_factory(self) -> None:
+        """None: tasks are made by ``create_task`` (anyio, under httpx, asks before it makes one)."""
+        return None
 
     def is_running(self) -> bool:
         return self._running
