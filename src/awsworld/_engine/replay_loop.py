@@ -155,8 +155,8 @@ IO_METHODS = (
     "sock_sendall", "sock_sendto", "sock_connect", "sock_accept", "sock_sendfile", "add_signal_handler",
     "remove_signal_handler",
 )
-"""The event loop's I/O methods (``asyncio.AbstractEventLoop``'s): what ``asyncio.open_connection``, an async HTTP
-client (httpx, aiohttp, aiobotocore), ``asyncio.create_subprocess_exec`` and the like call. The abstract class
+"""The event loop's I/O methods (``asyncio.AbstractEventLoop``'s): what ``asyncio.open_connection``,
+``asyncio.create_subprocess_exec`` and an async client's connections (httpx through anyio) call. The abstract class
 raises a bare ``NotImplementedError`` for each; on the replay loop each raises ``DeterminismError`` naming the call
 and the fix instead."""
 
