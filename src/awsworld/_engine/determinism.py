@@ -179,13 +179,13 @@ LOGGING_PACKAGES = frozenset({"logging", "loguru", "structlog"})
 line says when it was written (a replay's line, now; docs/concepts/determinism.md). So a logging call in a workflow
 body gets the real ``time.time()`` for its record (the standard library's ``LogRecord``), and a clock it reads
 itself (loguru's and structlog's ``datetime.now()``) is not refused."""
-_LOGGING_DEPTH = 12  # how many callers ``logging_call`` looks at: a log call's handler, formatter, processors
+_LOGGING_DEPTH = 12  # how many frames ``logging_call`` looks at for a refusal: a log call's handler, formatter...
 
 
-def logging_call(frame: FrameType | None) -> bool:
-    """Whether ``frame`` or one of its callers (``_LOGGING_DEPTH``) is code of one of the ``LOGGING_PACKAGES``:
-    asked only of a call that reads the clock or would be refused, never of every call."""
-    for _ in range(_LOGGING_DEPTH):
+def logging_call(frame: FrameType | None, depth: int = _LOGGING_DEPTH) -> bool:
+    """Whether ``frame`` or one of its callers (``depth`` frames in all) is code of one of the
+    ``LOGGING_PACKAGES``: asked only of a call that reads the clock or would be refused, never of every call."""
+    for _ in range(depth):
         if frame is None:
             return False
         if str(frame.f_globals.get("__name__")).partition(".")[0] in LOGGING_PACKAGES:
@@ -289,15 +289,16 @@ def ensure_guard() -> None:
 
 def _patched_time() -> float:
     """The same float as ``awsworld.now().timestamp()`` (``time_ns() / 1e9`` can differ in the last bit); the real
-    time for a log record (``logging_call``)."""
+    time for a log record (``logging_call``: the standard library's ``LogRecord`` and structlog's ``TimeStamper``
+    call it themselves, so only the caller is looked at, not the 12 frames a refusal looks at)."""
     execution = active_execution()
-    if execution is None or logging_call(inspect.currentframe()):
+    if execution is None or logging_call(inspect.currentframe(), 2):  # (this frame, then its caller's)
         return _ORIGINAL_TIME()
     return execution.current_time().timestamp()
 
 
 def _patched_time_ns() -> int:
-    if active_execution() is None or logging_call(inspect.currentframe()):
+    if active_execution() is None or logging_call(inspect.currentframe(), 2):  # (a LogRecord's, on 3.13)
         return _ORIGINAL_TIME_NS()
     return time_ns()
 
