@@ -398,7 +398,9 @@ class WorkflowRunCancelledError(Exception):
 
 
 class DeterminismError(RuntimeError):
-    """Workflow code did something that cannot replay identically (I/O timers, threads on the replay loop)."""
+    """Workflow code did something that cannot replay identically: read the clock or the OS's entropy, started a
+    timer, a thread or asyncio I/O (the message names the call and the fix; docs/concepts/determinism.md lists
+    them)."""
 
 
 class CallNotAwaitedError(RuntimeError):
