@@ -152,3 +152,32 @@ def test_a_long_argument_that_is_not_json_is_shown_around_where_it_broke(project
     assert len(done.stderr.splitlines()) == 1 and len(line) < 500, line[:300]
     assert "ARGS is not JSON: Expecting ',' delimiter at character " in line and '" "' in line, line
     assert f"({len(broken)} characters)" in line, line
+
+
+def test_runs_waiting_says_what_each_unfinished_run_waits_on_and_its_last_write(dev: Dev) -> None:
+    """An operator looking for runs stuck waiting: ``runs --waiting`` lists the pending and running runs (not the
+    ended ones) with what each waits on, in ``describe``'s words, and when it last wrote; ``--json`` has
+    ``describe``'s ``waitingOn`` entries and ``updatedAt``. A run whose wait ends moves to its next one."""
+    parent = dev.json("start", "clitest.parent", "[11]")["runId"]
+    done = dev.json("start", "clitest.size", '"y"', "--wait", "30")["runId"]
+    until_found(lambda: dev("hooks", parent).out.count("why-parent:11"), "the parent holds its hook")
+    listed = {r["runId"]: r for r in dev.json("runs", "--waiting", "--limit", "100")}
+    assert done not in listed and listed[parent]["status"] == "running", listed
+    [hook] = listed[parent]["waitingOn"]
+    assert (hook["kind"], hook["token"], hook["received"]) == ("hook", "why-parent:11", 0), hook
+    assert listed[parent]["updatedAt"] >= listed[parent]["startedAt"]
+    text = dev("runs", "--waiting", "--limit", "100")
+    header = text.out.splitlines()[0]
+    assert text.code == 0 and "  LAST WRITE (UTC)  " in header and header.endswith("  WAITS ON"), text.out
+    [row] = [line for line in text.out.splitlines() if line.startswith(parent)]
+    assert row.endswith("hook why-parent:11 (no payload yet)"), row
+
+    assert dev("resume", "why-parent:11", '"go"', "--wait", "30").code == 0
+    child = f"{parent}.step_2"
+    until_found(lambda: dev("hooks", child).out.count("why-child:11"), "the child holds its hook")
+    waits = {r["runId"]: r["waitingOn"] for r in dev.json("runs", "--waiting", "--limit", "100")}
+    assert [(w["kind"], w.get("runId")) for w in waits[parent]] == [("child", child)], waits[parent]
+    assert [w.get("token") for w in waits[child]] == ["why-child:11"], waits[child]
+    ended = dev.json("runs", "--waiting", "--status", "completed", "--limit", "100")
+    assert {r["runId"]: r["waitingOn"] for r in ended}[done] == [], "an ended run waits on nothing (and is not read)"
+    assert dev("resume", "why-child:11", '"go"', "--wait", "30").code == 0

@@ -132,6 +132,18 @@ async def flaky_pair(tag: str) -> list[int]:
     return list(await asyncio.gather(flaky(tag, 1), flaky(tag, 2)))
 
 
+@step(name="deploy.charge", max_retries=1, retry_delay=1.0)
+async def charge(card: str) -> str:
+    """Always fails, with the user's value in its message (as real code's errors do): retried once, then the
+    run fails. The log tests assert the value never reaches a log line."""
+    raise ValueError(f"card {card} declined")
+
+
+@workflow(name="deploy.declined")
+async def declined(card: str) -> str:
+    return await charge(card)
+
+
 # -- poison inputs: each must end its run (or its step) at once, never loop ---------------------------------------
 
 

@@ -115,6 +115,17 @@ class EventSourceMapping:
         )
         return list(response.get("Messages", []))
 
+    async def lose(self) -> int:
+        """Delete every message in the queue, received and never delivered: they are lost (the watchdog's to
+        find). How many there were."""
+        sqs = await self.world.clients.sqs()
+        lost = 0
+        while messages := await self.receive(wait_seconds=1):
+            for message in messages:
+                await sqs.delete_message(QueueUrl=self.world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                lost += 1
+        return lost
+
     async def invoke(self, messages: list[dict[str, Any]], timeout_ms: int | None = None) -> Invocation:
         arn = await self.queue_arn()
         event = {"Records": [lambda_record(m, arn) for m in messages]}

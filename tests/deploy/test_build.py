@@ -131,8 +131,82 @@ def test_awsworld_devs_state_in_the_code_folder_is_left_out_of_the_artifact(tmp_
                           cwd=code, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     shipped = {str(path.relative_to(artifacts)) for path in artifacts.rglob("*") if path.is_file()}
-    assert shipped == {"flow.py", "orders/__init__.py", "orders/state.json"}, shipped
+    assert shipped == {"flow.py", "orders/__init__.py", "orders/state.json", build_function.CONFIGURATION_STAMP}, \
+        shipped
     assert f"left out {code / '.awsworld'}: awsworld dev's state" in done.stdout, done.stdout
+
+
+def built_files(artifacts: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(artifacts)): path.read_bytes() for path in sorted(artifacts.rglob("*"))
+            if path.is_file()}
+
+
+def small_project(project: Path) -> Path:
+    """A project as init lays it out, with one module and nothing to install (no package index needed)."""
+    (project / "infra").mkdir(parents=True)
+    (project / "src").mkdir()
+    for name in ("Makefile", "build_function.py"):
+        shutil.copy(ROOT / "infra" / name, project / "infra" / name)
+    (project / "src" / "flow.py").write_text("def handler(event, context):\n    raise RuntimeError(event)\n")
+    (project / "src" / "requirements.txt").write_text("# nothing to install\n")
+    (project / "template.yaml").write_text((ROOT / "template.yaml").read_text())
+    (project / "samconfig.toml").write_text('[default.deploy.parameters]\nparameter_overrides = "Stage=\\"dev\\""\n')
+    return project
+
+
+def build_small_project(project: Path, artifacts: Path, env: dict[str, str]) -> dict[str, bytes]:
+    done = subprocess.run(["make", "--makefile", str(project / "infra" / "Makefile"), "build-WebhookFunction"],
+                          cwd=project / "src", env=env | {"ARTIFACTS_DIR": str(artifacts)},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stamped template.yaml, samconfig.toml" in done.stdout, done.stdout
+    return built_files(artifacts)
+
+
+def test_a_change_of_parameters_alone_changes_the_artifact_and_so_publishes_a_version(tmp_path: Path) -> None:
+    """SAM publishes a version behind ``live`` (what the queue's event source and the webhook URL invoke) only when
+    its hash of the function changes, and it hashes ``!Ref LogLevel``, not the value (stamp_deploy_configuration):
+    a ``LogLevel=DEBUG`` added to ``parameter_overrides`` deployed onto the unpublished function only. The build
+    stamps the digest of ``samconfig.toml`` and ``template.yaml`` into the artifact: the same files build the same
+    bytes (the zip, its S3 key, no new version), a changed one other bytes; the stamp holds no value."""
+    project = small_project(tmp_path / "shop")
+    samconfig = project / "samconfig.toml"
+    env = base_env(path_without_python313()) | {"PYENV_ROOT": str(tmp_path / "no-pyenv")}
+
+    def build(name: str) -> dict[str, bytes]:
+        return build_small_project(project, tmp_path / name, env)
+
+    first, again = build("first"), build("again")
+    assert first == again, "the same code and configuration build the same artifact: no version is published"
+    samconfig.write_text(samconfig.read_text().replace('Stage=\\"dev\\"', 'Stage=\\"dev\\" LogLevel=\\"DEBUG\\"'))
+    changed = build("changed")
+    assert set(changed) == set(first) and changed != first
+    stamp = changed[build_function.CONFIGURATION_STAMP].decode()
+    assert stamp != first[build_function.CONFIGURATION_STAMP].decode()
+    assert "DEBUG" not in stamp and stamp.splitlines()[1].endswith("  samconfig.toml"), stamp
+    expected = hashlib.sha256(samconfig.read_bytes()).hexdigest()
+    assert stamp.splitlines()[1] == f"{expected}  samconfig.toml"
+
+
+def test_the_bytecode_names_its_sources_under_var_task_so_any_folder_builds_the_same_bytes(tmp_path: Path) -> None:
+    """compileall wrote each source's build path into its ``.pyc`` (``/home/alice/shop/.aws-sam/build/...``): the
+    builder's folders and user name shipped in the artifact, and the same code built in another folder (a CI
+    runner, a colleague's checkout) was another zip, so another version. The build names them as Lambda lays them
+    out (``/var/task``), where a traceback's lines point."""
+    try:
+        python313 = cold_start_bench().find_python("3.13")
+    except SystemExit:
+        pytest.skip("no python3.13 to compile with, on PATH or in pyenv")
+    env = base_env(path_without_python313()) | python313_env(python313)
+    built = [build_small_project(small_project(tmp_path / folder / "shop"), tmp_path / f"{folder}-artifacts", env)
+             for folder in ("alice", "bob")]
+    assert built[0] == built[1], "the same project builds the same bytes wherever it sits"
+    (pyc,) = [name for name in built[0] if name.endswith(".pyc")]
+    code = subprocess.run([python313, "-c", "import marshal, sys; f = open(sys.argv[1], 'rb'); f.read(16); "
+                           "print(marshal.load(f).co_filename)", str(tmp_path / "alice-artifacts" / pyc)],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert code == "/var/task/flow.py", code
+    assert str(tmp_path).encode() not in built[0][pyc]
 
 
 def wheel(folder: Path, name: str, version: str, *requires: str) -> Path:

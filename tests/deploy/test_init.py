@@ -34,6 +34,7 @@ from awsworld.deploy import (
     monitoring_text,
     template_text,
 )
+from awsworld.deploy.build_function import CONFIGURATION_STAMP
 
 from .dist import cold_start_bench, path_without_python313, python313_env
 
@@ -481,6 +482,44 @@ USER_CODE = {"myapp", "flow.py", "webhook.py", "serve.py", "requirements.txt"}  
 
 
 
+def guided_deploy(project: Path, answers: str, tmp_path: Path) -> str:
+    """What ``sam deploy --guided`` prints in ``project`` given ``answers`` on its stdin, with no AWS account:
+    its questions come before its first request, which goes to a closed port and fails at once."""
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(SAM_CLI_TELEMETRY="0", AWS_DEFAULT_REGION="eu-west-1", AWS_ACCESS_KEY_ID="none",
+               AWS_SECRET_ACCESS_KEY="none", AWS_EC2_METADATA_DISABLED="true", AWS_ENDPOINT_URL="http://127.0.0.1:9",
+               HOME=str(tmp_path))
+    done = subprocess.run([str(SAM_TOOLS / "sam"), "deploy", "--guided"], cwd=project, env=env, input=answers,
+                          capture_output=True, text=True, timeout=120, check=False)
+    return done.stdout + done.stderr
+
+
+@pytest.mark.sam
+def test_sam_deploy_guided_takes_every_default_but_the_webhook_question_whose_answer_init_prints(
+        tmp_path: Path) -> None:
+    """A new user presses Enter through ``sam deploy --guided``: every default is init's samconfig.toml's, but the
+    webhook function's public URL (``AuthType: NONE``, by design) gets SAM's ``Is this okay? [y/N]``, whose N stops
+    the deploy. Init's next steps name that question and the answer, as SAM prints it; answered, the deploy
+    goes on to save its settings and reach AWS."""
+    if not (SAM_TOOLS / "sam").exists():
+        pytest.skip(f"the SAM tools venv is missing ({SAM_TOOLS.parent}: .ci/run creates it)")
+    project = make_project(tmp_path / "shop")
+    done = awsworld("init", str(project), "--module", "myapp.orders", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (answer,) = re.findall(r'# to "(.+)" answer y$', done.stdout, re.MULTILINE)
+    samconfig = (project / "samconfig.toml").read_text()
+
+    defaults = guided_deploy(project, "\n" * 60, tmp_path)
+    assert f"{answer} [y/N]: Error: Security Constraints Not Satisfied!" in defaults, defaults[-2000:]
+    # Stack name, region, each parameter, then three yes/no questions come before it.
+    before = 2 + len(load(str(project / "template.yaml"))["Parameters"]) + 3
+    answered = guided_deploy(project, "\n" * before + "y\n" + "\n" * 20, tmp_path)
+    assert "Security Constraints Not Satisfied" not in answered, answered[-2000:]
+    assert f"{answer} [y/N]: \tSave arguments to configuration file" in answered, answered[-2000:]
+    assert "Could not connect to the endpoint URL" in answered, answered[-2000:]
+    assert (project / "samconfig.toml").read_text() == samconfig, "nothing deployed, nothing saved"
+
+
 def installed_entries(built: Path) -> set[str]:
     """The top-level entries the installed distributions own: each ``*.dist-info`` folder and every top-level
     name its RECORD lists (packages, modules, ``.data`` folders, extension modules)."""
@@ -553,8 +592,9 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         planted = {path.split("/")[0] for path in CLUTTER}
         assert not entries & planted, f"dev state, tests, envs, env files or logs were packed: {entries & planted}"
         assert entries >= USER_CODE and "awsworld" in entries, sorted(entries)
-        # The build drops the console scripts (bin/) the RECORD files list, and adds the entry points' bytecode.
-        assert entries == USER_CODE | (installed_entries(built) - {"bin"}) | {"__pycache__"}, \
+        # The build drops the console scripts (bin/) the RECORD files list, and adds the entry points' bytecode
+        # and the digest of the deploy configuration (which holds no value of it).
+        assert entries == USER_CODE | (installed_entries(built) - {"bin"}) | {"__pycache__", CONFIGURATION_STAMP}, \
             f"neither the user's code nor an installed distribution's: {sorted(entries - installed_entries(built))}"
         assert (built / "myapp" / "orders.py").read_text() == ORDERS, "the user's code is in the function"
         compiled = {path.name for path in built.rglob("*.cpython-313.pyc")}

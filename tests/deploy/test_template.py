@@ -66,7 +66,46 @@ def test_the_table_is_exactly_the_one_local_provisions(template: dict[str, Any])
     assert table["SSESpecification"]["SSEEnabled"] is True
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert table["TimeToLiveSpecification"] == {"AttributeName": resources.TTL_ATTRIBUTE, "Enabled": True}
-    assert template["Resources"]["Table"]["DeletionPolicy"] == "Retain", "the event log outlives a stack delete"
+
+
+STATEFUL = ("Table", "Bucket", "FlowQueue", "DeadLetterQueue")
+"""What holds runs: their event logs, their large values and stream chunks, their messages."""
+
+
+def test_a_stack_delete_or_a_replacement_keeps_the_runs_table_and_bucket(template: dict[str, Any]) -> None:
+    """``sam delete`` (and an update that would replace them) keeps the event logs and the values: Retain on both
+    policies. ``RetainExceptOnCreate``: a first deploy that fails and rolls back deletes the empty table and
+    bucket it made, instead of leaving a pair behind per attempt (docs/operate/deploy.md, "Removing it")."""
+    for name in ("Table", "Bucket"):
+        resource = template["Resources"][name]
+        assert resource["DeletionPolicy"] == "RetainExceptOnCreate", name
+        assert resource["UpdateReplacePolicy"] == "Retain", name
+
+
+def _parameters_named(value: Any, parameters: set[str]) -> set[str]:
+    """The template parameters a property value refers to (``Ref``, or ``${Name}`` in ``Fn::Sub``)."""
+    if isinstance(value, dict):
+        found = {value["Ref"]} & parameters if isinstance(value.get("Ref"), str) else set()
+        if "Fn::Sub" in value:
+            text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
+            found |= set(re.findall(r"\$\{([A-Za-z0-9]+)\}", text)) & parameters
+        return found.union(*(_parameters_named(v, parameters) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_parameters_named(v, parameters) for v in value))
+    return set()
+
+
+def test_no_parameter_can_replace_what_holds_runs(template: dict[str, Any]) -> None:
+    """A parameter a user may change on a live stack must not reach a property whose change replaces the table,
+    the bucket or a queue (a name, a key schema, FIFO): a replaced table or queue is a new, empty one, and the
+    runs in flight stay in the old. Only the stage reaches them, as a tag (updated in place)."""
+    parameters = set(template["Parameters"])
+    for name in STATEFUL:
+        properties = props(template, name)
+        assert not {"TableName", "BucketName", "QueueName", "FifoQueue", "LocalSecondaryIndexes"} & set(properties)
+        reached = _parameters_named({k: v for k, v in properties.items() if k != "Tags"}, parameters)
+        assert reached == set(), (name, reached)
+        assert _parameters_named(properties.get("Tags", []), parameters) <= {"Stage"}, name
 
 
 def _queue_attributes(queue: dict[str, Any]) -> dict[str, str]:
@@ -345,6 +384,8 @@ def test_monitoring_is_the_nested_infra_template(template: dict[str, Any], monit
     required = {name for name, p in monitoring["Parameters"].items() if "Default" not in p}
     assert required <= passed <= set(monitoring["Parameters"])
     assert app["Properties"]["Parameters"]["QueueName"] == {"Fn::GetAtt": ["FlowQueue", "QueueName"]}
+    # Dashboards are global to an account: a stack of the same name in another region must not share this one's.
+    assert app["Properties"]["Parameters"]["DashboardName"] == {"Fn::Sub": "${AWS::StackName}-${AWS::Region}"}
     assert app["Properties"]["Parameters"]["DeadLetterQueueName"] == {"Fn::GetAtt": ["DeadLetterQueue", "QueueName"]}
 
 
@@ -369,12 +410,54 @@ def test_the_dashboard_shows_every_awsworld_metric_and_the_aws_ones(monitoring: 
     assert queues == {"x-QueueName", "x-DeadLetterQueueName"}
 
 
-def test_alarms_watch_the_dlq_the_oldest_message_and_function_errors(monitoring: dict[str, Any]) -> None:
-    alarms = {(a["Properties"]["MetricName"], a["Properties"]["Dimensions"][0]["Value"]["Ref"])
-              for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()}
+def watched(alarm: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(namespace, metric, the parameter its first dimension names) of every metric an alarm reads: its own, or
+    those of its metric-math expression."""
+    properties = alarm["Properties"]
+    if "MetricName" in properties:
+        namespace = properties["Namespace"]
+        return [(namespace if isinstance(namespace, str) else "x-" + namespace["Ref"], properties["MetricName"],
+                 properties["Dimensions"][0]["Value"]["Ref"])]
+    return [(m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"],
+             m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"]) for m in properties["Metrics"]
+            if "MetricStat" in m]
+
+
+def test_alarms_watch_the_dlq_the_oldest_message_function_errors_stuck_runs_and_throttles(
+        monitoring: dict[str, Any]) -> None:
+    alarms = {alarm: watched(properties) for alarm, properties in of_type(monitoring, "AWS::CloudWatch::Alarm").items()}
+    read = {(metric, dimension) for metrics in alarms.values() for _, metric, dimension in metrics}
     assert {("ApproximateNumberOfMessagesVisible", "DeadLetterQueueName"),
             ("ApproximateAgeOfOldestMessage", "QueueName"),
-            ("Errors", "FlowFunctionName"), ("Errors", "WebhookFunctionName")} <= alarms
+            ("Errors", "FlowFunctionName"), ("Errors", "WebhookFunctionName"),
+            ("RunsStuck", "ServiceName")} <= read
+    assert set(alarms["ThrottlesAlarm"]) == {
+        ("AWS/Lambda", "Throttles", "FlowFunctionName"), ("AWS/Lambda", "Throttles", "WebhookFunctionName"),
+        ("AWS/DynamoDB", "ReadThrottleEvents", "TableName"), ("AWS/DynamoDB", "WriteThrottleEvents", "TableName")}
+    expression = next(m["Expression"] for m in props(monitoring, "ThrottlesAlarm")["Metrics"] if "Expression" in m)
+    assert all(f"FILL({m}, 0)" in expression for m in ("flow", "webhook", "reads", "writes")), expression
+    on_dashboard = dashboard_body(monitoring)["widgets"][-1]["properties"]["alarms"]
+    assert sorted(on_dashboard) == sorted(f"x-{alarm}.Arn" for alarm in alarms), "every alarm is on the dashboard"
+
+
+def test_every_awsworld_metric_an_alarm_or_the_dashboard_reads_is_emitted(monitoring: dict[str, Any]) -> None:
+    """The converse of the dashboard test above: a name the dashboard plots or an alarm reads that no code emits
+    is a flat line, or an alarm that can never fire."""
+    widgets = dashboard_body(monitoring)["widgets"]
+    plotted = {m[1] for w in widgets if w["type"] == "metric" for m in w["properties"]["metrics"]
+               if m[0] == "x-MetricsNamespace"}
+    alarmed = {metric for alarm in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
+               for namespace, metric, _ in watched(alarm) if namespace == "x-MetricsNamespace"}
+    assert plotted | alarmed <= set(observability.METRIC_NAMES), (plotted | alarmed) - set(observability.METRIC_NAMES)
+
+
+def test_every_alarm_has_a_runbook_line_in_the_monitoring_page(monitoring: dict[str, Any]) -> None:
+    """An alarm that pages someone must say what to do: the page's "What to do when an alarm fires" names each
+    alarm's resource (``*DLQ not empty* (`DeadLetterQueueAlarm`)``)."""
+    page = (ROOT / "docs" / "operate" / "monitoring.md").read_text()
+    runbook = page[page.index("What to do when an alarm fires"):]
+    missing = [alarm for alarm in of_type(monitoring, "AWS::CloudWatch::Alarm") if f"`{alarm}`" not in runbook]
+    assert not missing, f"alarms without a runbook line in docs/operate/monitoring.md: {missing}"
 
 
 def test_a_divergence_parks_runs_by_default_and_an_alarm_says_so(template: dict[str, Any],
@@ -387,7 +470,7 @@ def test_a_divergence_parks_runs_by_default_and_an_alarm_says_so(template: dict[
     parameter = template["Parameters"]["OnDivergence"]
     assert parameter["Default"] == "park" and set(parameter["AllowedValues"]) == {"park", "fail"}
     alarms = [a["Properties"] for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"]["MetricName"] == observability.RUNS_PARKED]
+              if a["Properties"].get("MetricName") == observability.RUNS_PARKED]
     assert len(alarms) == 1 and alarms[0]["Threshold"] == 0, alarms
     assert alarms[0]["ComparisonOperator"] == "GreaterThanThreshold"
     assert "awsworld runs --parked" in alarms[0]["AlarmDescription"]
@@ -400,7 +483,7 @@ def test_a_run_failed_because_its_pinned_version_is_gone_raises_an_alarm(monitor
     from awsworld._worker.rerouting import DEPLOYMENT_MISMATCHES
 
     alarms = [a["Properties"] for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"]["MetricName"] == DEPLOYMENT_MISMATCHES]
+              if a["Properties"].get("MetricName") == DEPLOYMENT_MISMATCHES]
     assert len(alarms) == 1 and alarms[0]["Threshold"] == 0, alarms
     assert alarms[0]["ComparisonOperator"] == "GreaterThanThreshold"
     assert "awsworld deployments retire" in alarms[0]["AlarmDescription"]
@@ -527,7 +610,9 @@ def test_snapstart_is_on_by_default(template: dict[str, Any]) -> None:
 def test_the_event_source_and_the_url_invoke_the_alias() -> None:
     """SnapStart applies to published versions only: every deployment publishes one behind the "live" alias,
     and what invokes the functions (the SQS event source, the Function URL and its permissions) must name the
-    alias, or it would run $LATEST without SnapStart. Checked on the template as SAM transforms it."""
+    alias, or it would run $LATEST without SnapStart. Checked on the template as SAM transforms it. The versions
+    a deploy publishes stay when the next deploy publishes its own (SAM's ``DeletionPolicy: Retain``): the runs
+    pinned to one keep running on it (lambda_host/versions.py) until ``awsworld deployments prune`` deletes it."""
     python = ROOT / ".venv-tools" / "bin" / "python"
     if not python.exists():
         pytest.skip(f"the SAM tools venv is missing ({python.parent.parent}: .ci/run creates it)")
@@ -547,6 +632,8 @@ def test_the_event_source_and_the_url_invoke_the_alias() -> None:
     permissions = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Permission"]
     assert permissions and all(p["FunctionName"] in ({"Ref": "WebhookFunctionAliaslive"},
                                                      {"Ref": "WorldServerFunctionAliaslive"}) for p in permissions)
+    versions = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Version"]
+    assert len(versions) == 3 and all(v["DeletionPolicy"] == "Retain" for v in versions), versions
     for name in ("FlowFunction", "WebhookFunction", "WorldServerFunction"):
         assert resources[name]["Properties"]["Runtime"] == "python3.13"
         assert resources[name]["Properties"]["SnapStart"] == {"ApplyOn": {"Ref": "SnapStart"}}

@@ -30,23 +30,12 @@ async def _tick(local: LocalAWS) -> None:
     await sqs.send_message(QueueUrl=local.world.config.queue_url, MessageBody=TICK_BODY)
 
 
-async def _lose(local: LocalAWS, esm: EventSourceMapping) -> int:
-    """Delete every message in the queue (received, never delivered): they are lost."""
-    sqs = await local.world.clients.sqs()
-    lost = 0
-    while messages := await esm.receive(wait_seconds=1):
-        for message in messages:
-            await sqs.delete_message(QueueUrl=local.world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
-            lost += 1
-    return lost
-
-
 async def test_a_tick_wakes_a_run_whose_message_was_lost_and_is_handled_like_a_delivery(
         local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
     assert local.client is not None
     value = f"lost-{uuid.uuid4().hex[:6]}"
     run = await local.client.start(app.quick, value)
-    assert await _lose(local, esm) == 1  # its start message is gone: nothing will ever deliver it
+    assert await esm.lose() == 1  # its start message is gone: nothing will ever deliver it
     assert await local.world.watch.correct(run.run_id, datetime.now(UTC) - timedelta(minutes=2), seq=1)
     await _tick(local)
     invocation = await esm.poll()
@@ -87,7 +76,7 @@ async def test_a_tick_revives_a_step_whose_delivery_died_with_its_message_by_a_t
     await esm.run_until(terminal(run), timeout=30)
     # A second run of the same call, whose inline step's delivery died right after claiming it, message and all.
     stranded = await local.client.start(app.quick, tag)
-    assert await _lose(local, esm) == 1
+    assert await esm.lose() == 1
     world = local.world
     await world.events.create(stranded.run_id, {"eventType": "run_started"})
     await world.events.create(stranded.run_id, {"eventType": "step_created", "correlationId": "step_1", "eventData": {

@@ -96,6 +96,7 @@ DEAD_LETTERED = "DeadLettered"
 QUEUE_LAG = "QueueLag"
 PUSHED_DELIVERIES = "PushedDeliveries"  # messages POSTed to an app of another runtime (``_http/push.py``)
 RUNS_WOKEN = "RunsWoken"  # by the watchdog: runs whose due passed with no write (a lost message, usually)
+RUNS_STUCK = "RunsStuck"  # of those, runs woken again after a wake that brought no write (``_worker.watchdog``)
 
 DELIVERY_FINDING = "awsworld.delivery"
 """The attribute a pending run of a workflow this deployment lacks carries: what its deliveries find (``describe``
@@ -255,6 +256,7 @@ class DeliveryPath:
             if is_tick(record):  # the schedule's tick: periodic jobs (the watchdog), no run of its own
                 jobs = await run_tick(self.worker.world)
                 self.observer.count(RUNS_WOKEN, float(jobs.get("watchdog", {}).get("woken", 0)))
+                self.observer.count(RUNS_STUCK, float(jobs.get("watchdog", {}).get("stuck", 0)))
                 log.info("tick handled", extra={"jobs": jobs})
                 return RecordResult("tick")
             opened = await self.consumer.open(record)
@@ -290,7 +292,7 @@ class DeliveryPath:
             raise PoisonRecordError(str(error)) from None
         track.run_id, track.step_id = message.run_id, message.step_id
         self.observer.bind(messageId=delivery.message_id, runId=message.run_id, stepId=message.step_id,
-                           workflow=message.workflow_name, attempt=delivery.attempt)
+                           workflow=message.workflow_name, attempt=delivery.attempt, wake=message.wake)
         self.observer.count(STEP_DELIVERIES if message.step_id else FLOW_DELIVERIES)
         lag = clock_of(self.worker.world).now() - delivery.created_at
         self.observer.milliseconds(QUEUE_LAG, lag.total_seconds() * 1000)

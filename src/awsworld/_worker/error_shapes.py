@@ -369,8 +369,24 @@ def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code:
 
 def log_failure(run_id: str, workflow_name: str, error: dict[str, Any], code: str | None) -> None:
     """Log a failed run (``failure_report``) on ``awsworld.failures``, at WARNING: a run failing is the user's
-    news, not awsworld's error. ``awsworld dev`` prints this logger's lines as they are."""
-    failures.warning("%s", failure_report(run_id, workflow_name, error, code))
+    news, not awsworld's error. ``awsworld dev`` prints this logger's lines as they are; a deployed function's
+    JSON line also carries ``failure_keys``, so Logs Insights can filter on the error type or the failed step."""
+    failures.warning("%s", failure_report(run_id, workflow_name, error, code), extra=failure_keys(error, code))
+
+
+def failure_keys(error: Mapping[str, Any], code: str | None) -> dict[str, Any]:
+    """The structured keys of a failed run's log line: ``errorType``, ``errorCode``, and for a step's (a child's)
+    failure the workflow let through the original's type (``causeType``) and where it came from (``stepId`` and
+    ``stepAttempt``, or ``childRunId``). Types and ids only: a message may quote user data (``failure_report``)."""
+    keys: dict[str, Any] = {"errorType": str(error.get("name") or error.get("type") or "error"), "errorCode": code}
+    cause = error.get("cause")
+    if isinstance(cause, dict):
+        keys["causeType"] = str(cause.get("type") or cause.get("name") or "error")
+        if error.get("childRunId"):
+            keys["childRunId"] = error["childRunId"]
+        else:
+            keys.update(stepId=error.get("stepId"), stepName=error.get("stepName"), stepAttempt=error.get("attempt"))
+    return {key: value for key, value in keys.items() if value is not None}
 
 
 def retry_report(run_id: str, step_name: str, step_id: str, attempt: int, max_attempts: int,
@@ -400,7 +416,10 @@ def log_retry(run_id: str, step_name: str, step_id: str, attempt: int, max_attem
     before nothing showed until the run failed after the last one, minutes of back-off later."""
     if failures.isEnabledFor(logging.INFO):
         failures.info("%s", retry_report(run_id, step_name, step_id, attempt, max_attempts, error, retry_after,
-                                         in_seconds))
+                                         in_seconds),
+                      extra={"stepId": step_id, "stepName": step_name, "stepAttempt": attempt,
+                             "maxAttempts": max_attempts, "errorType": str(error.get("name") or error.get("type")
+                                                                           or "error"), "retryAt": retry_after})
 
 
 def _last_frame(stack: str) -> str | None:

@@ -33,6 +33,15 @@ log = logging.getLogger("awsworld.watchdog")
 MAX_RUNS_PER_SWEEP = 1000
 """Runs woken per sweep at most (the rest next tick): a sweep fits in one delivery whatever piled up."""
 PARALLEL = 16
+STUCK_AFTER = 1
+"""Wakes in a row after which a run still due is stuck: its last wake's flow wrote nothing (a planned wake, of a
+sleep beyond one message's reach or a parked run's hour, is followed by a write that resets the count; a lost
+message's wake, by the write of the flow it brings). Such a run cannot move by itself (a flow that fails on every
+delivery, a deployment that lacks its code), or waits for a limit's slot or token, which rests it with no due of
+its own (``world.watch.snooze_due``): over 10 minutes of that counts too. ``RunsStuck`` counts them, and an
+alarm watches it (``deploy/monitoring.yaml``)."""
+STUCK_NAMED = 10
+"""Stuck runs named in the sweep's log line at most (the ``RunsStuck`` metric counts them all)."""
 
 
 @dataclass
@@ -41,9 +50,11 @@ class SweepReport:
     woken: list[str] = field(default_factory=list)
     moved: int = 0  # found due, but written to (or ended) before the snooze: alive, left alone
     failed: int = 0
+    stuck: list[str] = field(default_factory=list)  # woken again: the last wake brought no write (``STUCK_AFTER``)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"due": self.due, "woken": len(self.woken), "moved": self.moved, "failed": self.failed}
+        return {"due": self.due, "woken": len(self.woken), "stuck": len(self.stuck), "moved": self.moved,
+                "failed": self.failed}
 
 
 async def sweep(world: World, *, limit: int = MAX_RUNS_PER_SWEEP) -> SweepReport:
@@ -66,6 +77,8 @@ async def sweep(world: World, *, limit: int = MAX_RUNS_PER_SWEEP) -> SweepReport
                 message = FlowMessage(run.run_id, run.workflow_name, wake=WATCHDOG_WAKE)
                 await world.queue(queue_name_for(run.workflow_name), message.to_payload())
                 report.woken.append(run.run_id)
+                if run.wakes >= STUCK_AFTER:
+                    report.stuck.append(run.run_id)
             except Exception as error:  # one run's failure must not stop the others; it is due again later
                 report.failed += 1
                 log.warning("watchdog: waking run %s failed: %s", run.run_id, type(error).__name__)
@@ -74,4 +87,9 @@ async def sweep(world: World, *, limit: int = MAX_RUNS_PER_SWEEP) -> SweepReport
     if report.woken or report.failed:
         log.info("watchdog: woke %d run(s) whose due had passed (%d moved meanwhile, %d failed)",
                  len(report.woken), report.moved, report.failed)
+    if report.stuck:
+        named = ", ".join(sorted(report.stuck)[:STUCK_NAMED]) + (", ..." if len(report.stuck) > STUCK_NAMED else "")
+        log.warning("watchdog: %d run(s) still due after a wake that moved nothing, woken again: %s (`awsworld "
+                    "describe RUN` says what each waits for)", len(report.stuck), named,
+                    extra={"stuckRuns": sorted(report.stuck)[:STUCK_NAMED]})
     return report

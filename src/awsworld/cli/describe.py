@@ -153,10 +153,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
             print(f"{key[:-2]:<9} {deadline_text(d[key])}")
     for line in describe_waits(d["waitingOn"]):
         print(f"waits on  {line}")
-    if d["parked"] and not d["waitingOn"]:  # a delivery would replay it and park it again
-        print("waits on  code that replays its log (see parked above)")
-    elif d["status"] in ("pending", "running") and not d["waitingOn"]:
-        print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
+    if not d["waitingOn"] and (idle := nothing_open(d["status"], parked=bool(d["parked"]))) is not None:
+        print(f"waits on  {idle}" + (" (see parked above)" if d["parked"] else ""))
     attributes = {key: value for key, value in d["attributes"].items()  # a parked mark and a pin are shown above
                   if key not in shown_above and (internal or not key.startswith(INTERNAL_PREFIX))}
     for key, value in sorted(attributes.items()):
@@ -211,3 +209,15 @@ def parked_lines(run_id: str, parked: dict[str, Any], pinned: str | None = None)
     shows = "" if change == MISSING else f"; `awsworld replay {run_id} -m MODULE` shows the arguments"
     return (f"parked    since {since}: {why(change)}{parked['divergence']}\n"
             f"          {ways_out(run_id, change, pinned)}{shows}")
+
+
+def nothing_open(status: str, *, parked: bool) -> str | None:
+    """What an unfinished run with nothing open in its log waits on (``describe``'s ``waits on`` line, ``runs
+    --waiting``'s column), or None for an ended run: a parked run, code that replays it (a delivery would replay it
+    and park it again); any other, its next delivery (a wake queued, or one a lost message owes it: ``awsworld
+    wake RUN`` sends it now)."""
+    if parked:
+        return "code that replays its log"
+    if status in ("pending", "running"):
+        return f"its {'first' if status == 'pending' else 'next'} delivery (nothing open in its log)"
+    return None

@@ -19,7 +19,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
-from .describe import describe_command
+from .describe import describe_command, nothing_open
 from .errors import CliError, check_run_listing, parse_json, parse_json_file, read_input_file, usage
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
@@ -84,6 +84,10 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
                       "stderr, when there are more)")
     runs.add_argument("--parked", action="store_true", help="only parked runs: running runs whose replay diverges "
                       "from their log, waiting for code that replays them (`awsworld describe RUN` says where)")
+    runs.add_argument("--waiting", action="store_true",
+                      help="what each run waits on (a step, a retry, a sleep, a hook, a child, a limit's slot, its "
+                           "next delivery) and its last write: find the runs stuck waiting (default --status: "
+                           "pending and running; reads each listed run's steps and log, as `describe` does)")
     runs.set_defaults(handler=_runs)
 
     events = sub.add_parser("events", help="a run's timeline: steps, hooks, waits, with inputs, outputs and errors",
@@ -354,6 +358,10 @@ def _print_outcome(outcome: dict[str, Any], waits: str | None = None, run_id: st
 
 
 RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY", "ERROR")
+WAITING_HEADER = ("LAST WRITE (UTC)", "WAITS ON")
+"""The columns ``runs --waiting`` adds (in place of ``ERROR``): the run's last write, and what it waits on."""
+WAITS_READ_TOGETHER = 8
+"""Runs whose steps and log ``runs --waiting`` reads at once."""
 QUEUED_HEADER = "QUEUED FOR"
 """The column of ``runs`` that says which limit a pending run waits for a slot of (``client.limits.queued_text``),
 before ``ERROR``: only on a page with such a run, as ``ERROR`` only on a page with a failed run."""
@@ -398,6 +406,7 @@ def _runs(args: argparse.Namespace) -> int:
     if args.parked and args.cursor:
         raise usage("--parked reads every running run itself: it takes no --cursor", "raise --limit instead")
     check_run_listing(args.status, args.limit, "narrow the listing with --workflow or --status")
+    statuses = args.status or (["pending", "running"] if args.waiting and not args.parked else None)
 
     async def go() -> None:
         async with remote() as client:
@@ -405,7 +414,7 @@ def _runs(args: argparse.Namespace) -> int:
             if args.parked:
                 found = await _parked_runs(client, args.workflow, args.limit)
             else:
-                page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit,
+                page = await client.list_runs(workflow=args.workflow, status=statuses, limit=args.limit,
                                               cursor=args.cursor)
                 found, more = page.data, page.cursor if page.has_more else None
             if more is not None:  # a page is not every run: say so, and how to read on (stderr: --json too)
@@ -414,6 +423,7 @@ def _runs(args: argparse.Namespace) -> int:
             if unknown:  # a typo lists nothing, like a workflow with no runs: say which it is (stderr: --json too)
                 print(unknown, file=sys.stderr)
             queued = await queued_runs(client.world, found)
+            waits = await _waits(client.world, found) if args.waiting else {}
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
                              "createdAt": when(r.created_at), "startedAt": when(r.started_at),
@@ -421,7 +431,10 @@ def _runs(args: argparse.Namespace) -> int:
                              "errorCode": r.error_code,
                              "schedule": schedule_json(r.execution_context),
                              "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None,
-                             "queued": queued.get(r.run_id)}
+                             "queued": queued.get(r.run_id),
+                             # --waiting only: describe's waitingOn, and the run's last write
+                             **({"waitingOn": waits[r.run_id], "updatedAt": when(r.updated_at)} if args.waiting
+                                else {})}
                             for r in found])
                 return
             if not found:
@@ -436,6 +449,12 @@ def _runs(args: argparse.Namespace) -> int:
                 header += (QUEUED_HEADER,)
                 rows = [(*row, queued_text(queued[run.run_id]) if run.run_id in queued else "")
                         for row, run in zip(rows, found, strict=True)]
+            if args.waiting:  # last: what each waits on is the widest cell, and is never cut
+                rows = [(*row, f"{run.updated_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
+                         _waits_text(run, waits[run.run_id]))
+                        for row, run in zip(rows, found, strict=True)]
+                print_table((*header, *WAITING_HEADER), rows)
+                return
             errors = [_one_line(run.error) if run.status == "failed" else "" for run in found]
             if any(errors):  # the ERROR column only on a page with a failed run (``_fitted_errors``)
                 print_table((*header, RUNS_HEADER[-1]), _fitted_errors(header, rows, errors))
@@ -444,6 +463,29 @@ def _runs(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+async def _waits(world: World, runs: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    """What each run waits on (``client.waits.read_waits``), read a few runs at a time: a page of 100 unfinished
+    runs is 200 reads, which one after another took as many round trips."""
+    from ..client.waits import read_waits
+
+    slots = asyncio.Semaphore(WAITS_READ_TOGETHER)
+
+    async def one(run: Any) -> list[dict[str, Any]]:
+        async with slots:
+            return await read_waits(world, run)
+
+    return dict(zip([run.run_id for run in runs], await asyncio.gather(*(one(run) for run in runs)), strict=True))
+
+
+def _waits_text(run: Any, waits: list[dict[str, Any]]) -> str:
+    """``runs --waiting``'s last column: ``describe``'s ``waits on`` lines of the run, "; " joined."""
+    from .._engine.parking import parked_run
+    from ..client.waits import describe_waits
+
+    return "; ".join(describe_waits(waits)) or nothing_open(
+        run.status, parked=parked_run(run.status, run.attributes) is not None) or ""
 
 
 def _next_page(args: argparse.Namespace, cursor: str) -> str:

@@ -14,6 +14,7 @@ deliveries found no code for it (a workflow this deployment lacks) waits on code
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -104,6 +105,16 @@ async def run_waits(world: World, run_id: str, status: str, context: dict[str, A
     return with_limits(waiting_on(status, steps, events), await limit_waits(world, run_id, status, context, events))
 
 
+async def read_waits(world: World, view: Run) -> list[dict[str, Any]]:
+    """``run_waits`` of a run as listed (``view``): its steps and its log read together, without values (``awsworld
+    runs --waiting`` reads a page of runs this way; an ended run waits on nothing, and costs no read)."""
+    if view.status in TERMINAL_RUN_STATUSES:
+        return []
+    steps, events = await asyncio.gather(read_steps(world, view.run_id, values=False),
+                                         read_events(world, view.run_id, values=False))
+    return await run_waits(world, view.run_id, view.status, view.execution_context, steps, events)
+
+
 async def waits_text(world: World, run_id: str, view: Run | None = None) -> str:
     """What the run waits on, for people: each of ``run_waits``'s entries as ``describe_wait`` says it, "; "
     joined (``nothing it has recorded`` when none). Reads the run (unless its ``view`` is given), its steps and
@@ -111,9 +122,7 @@ async def waits_text(world: World, run_id: str, view: Run | None = None) -> str:
     ``RunStalledError``) says."""
     if view is None:
         view = await world.runs.get(run_id, resolve_data="none")
-    steps = await read_steps(world, run_id, values=False)
-    events = await read_events(world, run_id, values=False)
-    waits = await run_waits(world, run_id, view.status, view.execution_context, steps, events)
+    waits = await read_waits(world, view)
     now = clock_of(world).now()  # a test environment's virtual time: a due "in 1 h" of its clock, not the wall's
     return "; ".join(describe_waits(waits, now)) or "nothing it has recorded"
 

@@ -24,9 +24,12 @@ the build with whatever Python runs it (3.9 or newer, standard library only):
 3. compiles the artifact's bytecode with a Python 3.13 (``.pyc`` files are specific to one minor version, so no
    other interpreter can write them): ``$PYTHON313``, else ``python3.13`` on ``PATH``, else one uv knows
    (``uv python find 3.13``), else pyenv's (``$(pyenv root)/versions/3.13.*``), else one uv installs (``uv python
-   install 3.13``). ``unchecked-hash`` ``.pyc`` files stay valid whatever times the deployment zip records.
+   install 3.13``). ``unchecked-hash`` ``.pyc`` files stay valid whatever times the deployment zip records, and
+   they name their sources under ``/var/task``, where Lambda puts them, not under the folder the build ran in.
    Without any 3.13 the build still succeeds (the artifact runs; its cold starts compile) and says so, with
-   what to install.
+   what to install;
+4. writes the digest of the project's deploy configuration (``template.yaml``, ``samconfig.toml``) into the
+   artifact, so that a change of parameters alone still publishes a new version (``stamp_deploy_configuration``).
 
 The packaged copy (``awsworld/deploy/build_function.py``) is the one edited; ``awsworld init`` writes it to
 ``infra/build_function.py`` and ``tests/deploy/test_init.py`` keeps the repository's copy equal to it.
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import email.parser
+import hashlib
 import importlib.util
 import os
 import re
@@ -63,6 +67,13 @@ EXCLUDED = (".aws-sam", ".chalice", ".git", ".gitignore", "*.pyc", "__pycache__"
 DEV_STATE_FILE = "state.json"
 DEV_STATE_BESIDE = ("dev.lock", "table.jsonl")
 PREFIX = "awsworld build:"
+#: Where Lambda unpacks a function's code (its ``LAMBDA_TASK_ROOT``): the path the bytecode names its sources by.
+LAMBDA_TASK_ROOT = "/var/task"
+#: What deploys the functions beside their code, in the project's root: a change to one of these alone must
+#: still publish a new version of each function (``stamp_deploy_configuration``).
+DEPLOY_CONFIGURATION = ("template.yaml", "samconfig.toml", "samconfig.yaml", "samconfig.yml")
+#: The artifact's file holding their digest (``sha256sum``'s format).
+CONFIGURATION_STAMP = "awsworld-deploy-configuration.sha256"
 
 
 class BuildError(Exception):
@@ -278,6 +289,24 @@ def _left_out(folder: str, names: list[str]) -> set[str]:
     return left
 
 
+def stamp_deploy_configuration(project: Path, target: Path) -> str:
+    """Write the digest of the project's ``template.yaml`` and ``samconfig.toml`` into the artifact.
+
+    Why: every deployment publishes a version behind the ``live`` alias, which the queue's event source and the
+    webhook URL invoke, and SAM publishes one only when its hash of the function changes. That hash covers the
+    code's S3 location (the zip's MD5, and this build is reproducible) and the function's ``Environment`` and
+    ``MemorySize`` as the template writes them: ``!Ref LogLevel``, not the parameter's value (SAM issue 1640).
+    So ``sam build && sam deploy`` after a change of ``parameter_overrides`` alone (``LogLevel=DEBUG``,
+    ``PayloadKmsKeyArn``, ``Modules``, ``FlowMemorySize``) updated the unpublished function and left every
+    delivery on the old version with the old values, while the deploy reported success. With the digest in it,
+    the zip changes with those files, and with it the version. Only the digest is written: no parameter's value
+    leaves the project. A change SAM does see publishes a version with or without it."""
+    lines = [f"{hashlib.sha256((project / name).read_bytes()).hexdigest()}  {name}\n"
+             for name in DEPLOY_CONFIGURATION if (project / name).is_file()]
+    (target / CONFIGURATION_STAMP).write_text("".join(lines), encoding="utf-8")
+    return f"stamped {', '.join(line.split()[1] for line in lines) or 'no deploy configuration'}"
+
+
 def is_runtime_python(python: str | None) -> bool:
     if not python:
         return False
@@ -328,8 +357,11 @@ def compile_bytecode(target: Path) -> str:
             f"Python version: install Python {RUNTIME_VERSION} (uv python install {RUNTIME_VERSION}, pyenv "
             f"install {RUNTIME_VERSION}, or python.org) or set PYTHON313 to one, then sam build again.")
         return "no bytecode"
+    # -s/-p: each .pyc names its source where Lambda puts it (/var/task/...), not where this build ran, so the
+    # artifact carries no path of the builder's machine (a home folder, a user name) and the same code builds
+    # the same bytes in any folder: no version published for a build that only moved (stamp_deploy_configuration).
     done = subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
-                           str(target)], capture_output=True, text=True)
+                           "-s", str(target), "-p", LAMBDA_TASK_ROOT, str(target)], capture_output=True, text=True)
     if done.returncode:  # a file that is not Python 3.13 (a dependency's template, say): the rest is compiled
         say(f"WARNING: some files did not compile with {python} (they fail if imported):\n"
             f"{(done.stdout + done.stderr).strip()[-3000:]}")
@@ -360,10 +392,11 @@ def main(argv: list[str] | None = None) -> int:
                        args.only)
         copy_code(args.code.resolve(), target)
         compiled = compile_bytecode(target)
+        stamped = stamp_deploy_configuration(args.project.resolve(), target)
     except BuildError as error:
         print(f"{PREFIX} {error}", file=sys.stderr, flush=True)
         return 1
-    say(f"{target.name}: {done}; {compiled}")
+    say(f"{target.name}: {done}; {compiled}; {stamped}")
     return 0
 
 

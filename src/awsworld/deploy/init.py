@@ -329,11 +329,18 @@ def build_route(direct_url: dict[str, Any] | None, python: str) -> list[str]:
     packed) and point its pip there."""
     source = _source(direct_url) if direct_url is not None else None
     if source is None:
-        return ["sam build", "sam deploy --guided"]
+        return ["sam build", "sam deploy --guided", GUIDED_WEBHOOK_ANSWER]
     return [f"# awsworld {__version__} is not on PyPI yet: build its wheel into dist/, where sam build finds it",
             f"{shlex.quote(python)} -m pip wheel --no-deps --wheel-dir dist {shlex.quote(source)}",
             "PIP_FIND_LINKS=dist sam build",
-            "sam deploy --guided"]
+            "sam deploy --guided", GUIDED_WEBHOOK_ANSWER]
+
+
+GUIDED_WEBHOOK_ANSWER = "# to \"WebhookFunction Function Url has no authentication. Is this okay?\" answer y"
+"""The one question of ``sam deploy --guided`` whose default is wrong for this template: the webhook function's
+URL is ``AuthType: NONE`` by design (a webhook's sender holds no AWS credentials, its token is its secret:
+docs/operate/security.md), and SAM CLI's guided deploy asks ``Is this okay? [y/N]``, stopping with ``Security
+Constraints Not Satisfied!`` on the default N (docs/get-started/deploy.md says it too)."""
 
 
 def _source(direct_url: dict[str, Any]) -> str | None:

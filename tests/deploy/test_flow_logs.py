@@ -1,0 +1,150 @@
+"""What the flow function logs, read as an operator on call reads it: every line a delivery writes on the paths
+on-call meets (a normal run, the inline budget running out, a step failing and retried, a run failing, a lost
+message woken by the watchdog, a run stuck after a wake, a record moved to the DLQ), captured from the real entry
+point ``handlers/flow.py`` on moto. Each line is JSON with the delivery's ids; none holds a value the user passed
+(the runs carry a marked value in their inputs and their steps' error messages); levels page only for what needs
+a person (a retried step is INFO, a failed run WARNING, a DLQ move ERROR). docs/operate/monitoring.md#logs lists
+the lines."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from awsworld._worker.tick import TICK_BODY
+from awsworld.local import LocalAWS
+from awsworld.world.entities import TERMINAL_RUN_STATUSES
+from awsworld.world.messages import FlowMessage, queue_name_for
+from conftest import local_aws_options  # tests/conftest.py (tests/ is on sys.path)
+
+from . import app
+from .conftest import json_lines, metric_values
+from .lambda_env import EventSourceMapping
+
+DELIVERY_KEYS = {"runId", "workflow", "messageId", "sqsMessageId", "attempt", "function_request_id"}
+
+
+@pytest.fixture(scope="module")
+def local_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """moto only: what a line says does not depend on the SQS engine (test_flow_handler.py runs both)."""
+    return local_aws_options(request, "moto")
+
+
+def terminal(run: Any) -> Any:
+    async def done() -> bool:
+        return await run.status() in TERMINAL_RUN_STATUSES
+
+    return done
+
+
+def logged(out: str, *secrets: str) -> list[dict[str, Any]]:
+    """The log lines (not the EMF blobs) of captured stdout, after checking that every line is JSON and that no
+    line holds any of ``secrets`` (nor the process's AWS secret key)."""
+    for secret in (*secrets, os.environ["AWS_SECRET_ACCESS_KEY"]):
+        assert secret not in out, f"{secret!r} reached the logs"
+    lines = [line for line in out.splitlines() if line.strip()]
+    parsed = json_lines(out)
+    assert len(parsed) == len(lines), [line for line in lines if not line.startswith("{")]
+    return [line for line in parsed if "_aws" not in line]
+
+
+def of_run(lines: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    return [line for line in lines if line.get("runId") == run_id]
+
+
+async def test_a_run_and_its_budget_hand_off_log_ids_at_info_and_never_its_values(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    secret = f"ssn-{uuid.uuid4().hex}"
+    assert local.client is not None
+    run = await local.client.start(app.slow_serial, secret, 6)
+    # 11 s left in each invocation, less the runtime's 10 s margin: a 1 s budget, about three 0.35 s steps.
+    await esm.run_until(terminal(run), timeout_ms=11_000)
+    assert await run.result(timeout=1) == 6
+    lines = logged(capsys.readouterr().out, secret)
+    assert {line["level"] for line in lines} == {"INFO"}, "nothing on a healthy run asks for a person"
+    handled = [line for line in of_run(lines, run.run_id) if line["message"].endswith("delivery handled")]
+    assert all(set(line) >= DELIVERY_KEYS and line["workflow"] == "deploy.slow_serial" for line in handled), handled
+    assert [line["outcome"] for line in handled].count("continued") >= 1, "the budget ran out at least once"
+    assert handled[-1]["outcome"] == "completed"
+    assert [line["attempt"] for line in handled] == list(range(1, len(handled) + 1)), \
+        "attempt: how often the run's one message (its continuation) was handed out"
+
+
+async def test_a_step_retried_then_failing_its_run_logs_types_and_attempts_not_the_message(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    card = f"4111-{uuid.uuid4().hex}"
+    assert local.client is not None
+    run = await local.client.start(app.declined, card)
+    await esm.run_until(terminal(run), timeout=30)
+    assert await run.status() == "failed"
+    error = (await local.world.runs.get(run.run_id)).error
+    assert error is not None and card in str(error), "the value is in the run's stored error (describe shows it)"
+    lines = of_run(logged(capsys.readouterr().out, card), run.run_id)
+
+    [retry] = [line for line in lines if "attempt 1 of 2 failed" in line["message"]]
+    assert retry["level"] == "INFO", "a retry is the policy working: no page"
+    assert retry["stepId"] == "step_1" and retry["stepName"] == "deploy.charge"
+    assert (retry["stepAttempt"], retry["maxAttempts"], retry["errorType"]) == (1, 2, "ValueError")
+    assert retry["retryAt"] and retry["workflow"] == "deploy.declined"
+
+    [failed] = [line for line in lines if "failed [USER_ERROR]" in line["message"]]
+    assert failed["level"] == "WARNING"
+    assert (failed["errorCode"], failed["causeType"], failed["stepId"], failed["stepAttempt"]) == \
+        ("USER_ERROR", "ValueError", "step_1", 2)
+    assert failed["errorType"] == "StepError"
+    assert not [line for line in lines if line["level"] == "ERROR"]
+
+
+async def test_a_lost_message_woken_and_a_stuck_run_are_named_with_their_wake(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    secret = f"lost-{uuid.uuid4().hex}"
+    assert local.client is not None
+    watch = local.world.watch
+    assert watch is not None
+    lost = await local.client.start(app.quick, secret)
+    stuck = await local.client.start(app.quick, secret)
+    assert await esm.lose() == 2  # their start messages are gone: nothing will deliver them
+    now = datetime.now(UTC)
+    assert await watch.correct(lost.run_id, now - timedelta(minutes=2), seq=1)
+    assert await watch.correct(stuck.run_id, now - timedelta(hours=2), seq=1)
+    # The stuck run was woken an hour ago already, and that wake moved nothing: it is due again, its wakes at 1.
+    [due] = [run for run in await watch.due(now) if run.run_id == stuck.run_id]
+    assert await watch.snooze(due, now - timedelta(hours=1)) is not None
+
+    sqs = await local.world.clients.sqs()
+    await sqs.send_message(QueueUrl=local.world.config.queue_url, MessageBody=TICK_BODY)
+    invocation = await esm.poll()
+    assert invocation is not None and not invocation.failed
+    await esm.run_until(terminal(lost), timeout=30)
+    await esm.run_until(terminal(stuck), timeout=30)
+    out = capsys.readouterr().out
+    lines = logged(out, secret)
+    [tick] = [line for line in lines if line["message"] == "tick handled"]
+    assert (tick["jobs"]["watchdog"]["woken"], tick["jobs"]["watchdog"]["stuck"]) == (2, 1)
+    [warning] = [line for line in lines if "still due after a wake" in line["message"]]
+    assert warning["level"] == "WARNING" and warning["stuckRuns"] == [stuck.run_id]
+    assert sum(metric_values(json_lines(out), "RunsWoken")) == 2
+    assert sum(metric_values(json_lines(out), "RunsStuck")) == 1
+    for run in (lost, stuck):
+        [handled] = [line for line in of_run(lines, run.run_id) if line["message"].endswith("delivery handled")]
+        assert handled["wake"] == "watchdog" and handled["outcome"] == "completed"
+
+
+async def test_a_record_moved_to_the_dlq_is_an_error_naming_its_run(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    missing = "wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ"
+    await local.world.queue(queue_name_for("deploy.quick"), FlowMessage(missing, "deploy.quick").to_payload())
+    invocation = await esm.poll()
+    assert invocation is not None and not invocation.failed
+    lines = logged(capsys.readouterr().out)
+    [moved] = [line for line in lines if "moved to the dead-letter queue" in line["message"]]
+    assert moved["level"] == "ERROR" and moved["runId"] == missing and set(moved) >= DELIVERY_KEYS
+    assert f"run {missing} does not exist" in moved["message"]
+    sqs = await local.world.clients.sqs()
+    dead = await sqs.receive_message(QueueUrl=local.world.config.dlq_url, WaitTimeSeconds=1)
+    for message in dead.get("Messages", []):
+        await sqs.delete_message(QueueUrl=local.world.config.dlq_url, ReceiptHandle=message["ReceiptHandle"])
