@@ -76,3 +76,18 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     assert not hasattr(awsworld, "world_of_nothing")
     with pytest.raises(ImportError, match="cannot import name 'Clinet' from 'awsworld'"):
         exec("from awsworld import Clinet", {})
+
+
+def test_what_wait_for_hook_returns_is_named_apart_from_the_workflows_hook() -> None:
+    """``Run.wait_for_hook`` returns the World's record of a hook, ``awsworld.world.HookRecord``: it was
+    ``awsworld.world.Hook``, which shares its name with ``awsworld.Hook[T]`` (what a workflow's ``create_hook``
+    returns). The old name still imports, as the same class."""
+    import typing
+
+    from awsworld.client.client import Run
+    from awsworld.world import Hook as OldName
+    from awsworld.world import HookRecord
+
+    assert typing.get_type_hints(Run.wait_for_hook)["return"] is HookRecord
+    assert OldName is HookRecord and HookRecord is not awsworld.Hook
+    assert HookRecord.__name__ == "HookRecord"

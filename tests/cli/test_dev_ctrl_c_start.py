@@ -359,8 +359,8 @@ def test_a_sigterm_while_dev_imports_the_emulator_is_devs_ctrl_c(tmp_path_factor
     (``cli/__init__.py``'s ``_emulator_installed``, which finds it now, without importing it): a SIGTERM then ended
     dev by Python's default, exit -15 and nothing said (it lost nothing: no state read, no lock taken, nothing
     started). dev imports it after its first line, where SIGTERM is a Ctrl-C: "stopped", exit 130, the state folder
-    as it was. (The interpreter's start and awsworld.cli's import, 0.1 to 0.3 s, are still Python's default, as
-    SIGTERM is for every other command all along.)"""
+    as it was. (awsworld.cli's import is dev's too: ``test_a_sigterm_while_awsworld_cli_loads_is_devs_ctrl_c``;
+    the interpreter's own start is still Python's default, as SIGTERM is for every other command all along.)"""
     project = tmp_path_factory.mktemp("sigtermimport")
     (project / "ctrlc.py").write_text(textwrap.dedent(MODULE))
     state = project / "state"
@@ -370,3 +370,65 @@ def test_a_sigterm_while_dev_imports_the_emulator_is_devs_ctrl_c(tmp_path_factor
     assert process.returncode == 130, (process.returncode, process.stdout, process.stderr)
     assert process.stderr.rstrip().endswith("stopped") and "Traceback" not in process.stderr, process.stderr
     assert "serving deliveries" not in process.stdout, process.stdout
+
+
+SIGTERM_AT_AN_IMPORT = '''
+import os, signal, sys
+
+
+class SigtermAtAnImport:
+    """SIGTERM to this process as the module named by its first argument is first imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == AT:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+
+AT = sys.argv[1]
+sys.meta_path.insert(0, SigtermAtAnImport())
+sys.argv = ["awsworld", *sys.argv[2:]]
+from awsworld.cli import run
+
+run()
+'''
+
+
+@pytest.mark.parametrize("module", ["argparse", "awsworld.deploy.init", "awsworld.cli.serve"])
+def test_a_sigterm_while_awsworld_cli_loads_is_devs_ctrl_c(module: str, tmp_path: Path) -> None:
+    """The command's own modules load for 0.1 s and more before dev's first line (``cli/dev.CtrlC.installed``): a
+    SIGTERM there ended dev by Python's default, exit -15 and nothing said, where one a moment later says
+    "stopped" and exits 130. The handler is in place from ``cli/__init__``'s first line now
+    (``cli/early_sigterm.py``): a SIGTERM as its first imports load (``argparse``), its command groups (the deploy
+    code, ``serve``'s parser) is dev's Ctrl-C."""
+    (tmp_path / "ctrlc.py").write_text(textwrap.dedent(MODULE))
+    process = subprocess.run([sys.executable, "-c", SIGTERM_AT_AN_IMPORT, module, "dev", "ctrlc"], cwd=tmp_path,
+                             env=_clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=_preexec())
+    assert process.returncode == 130, (process.returncode, process.stdout, process.stderr)
+    assert process.stderr == "\nstopped\n" and process.stdout == "", process
+
+
+def test_a_sigterm_at_any_moment_of_devs_first_tenths_of_a_second_is_devs_ctrl_c(tmp_path: Path) -> None:
+    """SIGTERM at small delays after the spawn: once awsworld's CLI has begun to load (``-X importtime`` says
+    ``awsworld.cli.early_sigterm`` was imported, the line before its handler is set), dev says "stopped" and
+    exits 130, never -15; before that (the interpreter's own start, a few hundredths of a second) only Python's
+    default can answer: -15, nothing said, nothing started."""
+    (tmp_path / "ctrlc.py").write_text(textwrap.dedent(MODULE))
+    answered: list[float] = []
+    for delay in (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3):
+        process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "awsworld.cli", "dev", "ctrlc"],
+                                   cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, preexec_fn=_preexec())
+        time.sleep(delay)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+        said = [line for line in err.splitlines() if not line.startswith("import time:")]
+        if not any(line.startswith("import time:") and line.endswith(" awsworld.cli.early_sigterm")
+                   for line in err.splitlines()):
+            assert (process.returncode, said, out) == (-signal.SIGTERM, [], ""), (delay, process.returncode, err)
+            continue
+        answered.append(delay)
+        assert process.returncode == 130, (delay, process.returncode, out, err)
+        assert said[-2:] == ["", "stopped"] and "Traceback" not in err, (delay, said)
+    assert answered and answered[0] <= 0.1, answered

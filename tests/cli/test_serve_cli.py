@@ -11,9 +11,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -674,6 +676,45 @@ def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_
                                                          "args": ["tok-never"]}).json()["runId"]
     cancelled = httpx.post(f"{url}/v1/client/runs/{waiting}/cancel", json={"reason": "not needed"})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("open_request", [True, False], ids=["a-long-poll-open", "nothing-open"])
+def test_ctrl_c_with_a_request_still_open_after_the_grace_says_one_line_and_no_traceback(
+        open_request: bool, tmp_path: Path) -> None:
+    """Ctrl-C while a client's long poll (``/v1/runs/{id}/wait`` on a run waiting for its hook) is under way: the
+    request has ``GRACEFUL_SECONDS`` to end, is then cancelled, and the server says so in one line and exits 130
+    (``cli/exit_codes.STOPPED``). It printed uvicorn's ``Cancel 1 running task(s)`` and a page of the request's
+    ``CancelledError`` traceback, and exited 0. With nothing open the stop is its way out: nothing said, exit 0."""
+    from awsworld._http.listen import GRACEFUL_SECONDS
+
+    process, url = start_serve(tmp_path, "runtime.test_client_helpers", "--world", "memory", cwd=TESTS)
+    try:
+        if open_request:
+            run_id = httpx.post(f"{url}/v1/client/start", json={
+                "workflow": "runtime.test_client_helpers.hook_after_a_step", "args": ["tok-ctrl-c"]}).json()["runId"]
+            polled: list[object] = []
+
+            def poll() -> None:
+                try:
+                    polled.append(httpx.get(f"{url}/v1/runs/{run_id}/wait", params={"timeout": 60}, timeout=70))
+                except httpx.HTTPError as error:
+                    polled.append(error)
+
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            time.sleep(1.0)  # (the long poll is under way)
+            assert not polled, polled
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=GRACEFUL_SECONDS + 20)
+    finally:
+        stop_serve(process)
+    said = (tmp_path / "server.log").read_text().splitlines()[1:]  # (after the banner)
+    if open_request:
+        assert said == [f"awsworld serve: stopped; 1 request(s) still under way after {GRACEFUL_SECONDS} s were cut "
+                        "off (their clients got a 500 or a closed connection)"], said
+        assert code == 130
+    else:
+        assert (said, code) == ([], 0)
 
 
 def test_a_web_page_of_another_site_cannot_cancel_a_run_on_a_loopback_server(

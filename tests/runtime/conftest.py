@@ -87,6 +87,17 @@ async def ticking(local: LocalAWS, every: float) -> AsyncIterator[LocalAWS]:
             await ticker
 
 
+async def holder_of_hook(world: Any, token: str, timeout: float = 30.0) -> str:
+    """The id of the run that holds hook ``token``, once one does (a child run a test did not start itself)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(HookNotFoundError):
+            return str((await world.hooks.get_by_token(token, resolve_data="none")).run_id)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no run held hook {token!r} within {timeout:g} s")
+        await asyncio.sleep(0.02)
+
+
 def on_backends(backends: list[str]) -> Any:
     """A module's ``e2e_backend`` that runs each of its tests once per backend: ``e2e_backend = on_backends(BOTH)``."""
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from awsworld import RunEndedError, create_hook, step, workflow
-from awsworld.world.entities import Hook
+from awsworld.world.entities import HookRecord
 from awsworld.world.errors import HookNotFoundError
 
 pytestmark = pytest.mark.parametrize("e2e_backend", ["memory", "aws", "http-memory", "http-emulator"],
@@ -49,7 +49,7 @@ async def test_wait_for_hook_returns_the_hook_once_the_run_holds_it(e2e) -> None
     token = new_token()
     run = await e2e.client.start(hook_after_a_step, token)
     hook = await run.wait_for_hook(token, timeout=20)
-    assert isinstance(hook, Hook)
+    assert isinstance(hook, HookRecord)
     assert (hook.run_id, hook.token) == (run.run_id, token)
     await e2e.client.resume_hook(token, {"ok": 1})
     assert await run.result(timeout=30) == {"ok": 1}

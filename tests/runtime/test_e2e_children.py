@@ -34,7 +34,7 @@ from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.messages import FlowMessage
 
-from .conftest import Env
+from .conftest import Env, holder_of_hook
 
 RESULT_TIMEOUT = 60.0
 CALLS: Counter[str] = Counter()
@@ -360,6 +360,29 @@ async def test_a_childs_end_observed_again_is_delivered_once(env: Env) -> None:
     for _ in range(2):  # the child's end seen by two more deliveries
         await on_run_end(env.world, child_id, child_log)
     assert [e for e in await run.events() if e.event_type == "hook_received"] == before
+
+
+async def test_a_child_ended_whose_log_is_read_without_values_reports_its_error_to_its_parent(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """A child whose key is lost, failed by an operator (``Client.fail`` writes its error unsealed), is reported by
+    a flow that reads its log without values (``Flow._ended_unread``: its values cannot be read), as here: its end
+    event carries no error then, and the parent's ``ChildWorkflowError`` said only "failed". Its error's type and
+    message now come from the child's run (``report_to_parent``). (The lost key itself, on the emulator's KMS:
+    tests/runtime/test_e2e_encryption.py.)"""
+    env, token = awsworld_env, "children-lost-key"
+    run = await env.client.start(parent_awaiting_a_cancelled_child, token)
+    child_id = await holder_of_hook(env.world, token)
+    # The operator's fail as ``Client.fail`` writes it, with no wake: the flow that would read the child's values
+    # does not run, the one that reads them without does (below).
+    await env.world.events.create(child_id, {"eventType": "run_failed", "eventData": {
+        "error": {"name": "FailedOnRequest", "message": "failed on request: its key was deleted"},
+        "errorCode": "FAILED_ON_REQUEST", "unsealedIfKeyLost": True}})
+    without_values = (await env.world.events.list(child_id, resolve_data="none")).data
+    assert "error" not in (without_values[-1].event_data or {})
+    await on_run_end(env.world, child_id, without_values)
+    outcome = await run.result(timeout=RESULT_TIMEOUT)
+    assert (outcome["status"], outcome["errorType"]) == ("failed", "FailedOnRequest"), outcome
+    assert outcome["message"].endswith("failed: failed on request: its key was deleted"), outcome
 
 
 async def test_a_crash_after_the_childs_run_created_starts_exactly_one_child(env: Env,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from awsworld import Client, FatalError, create_hook, get_writable, step, workflow
+from awsworld import ChildWorkflowError, Client, FatalError, create_hook, get_writable, step, workflow
 from awsworld._worker.dispatch import Worker
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import AWSClients
@@ -30,6 +30,8 @@ from awsworld.local import LocalAWS
 from awsworld.local.poller import RECEIVE_WAIT_SECONDS, LocalPoller
 from awsworld.world.errors import RunNotFoundError
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
+
+from .conftest import holder_of_hook
 
 MARKER = "plaintext-marker-7f3a"
 BIG = MARKER * 2000  # 40 KB: past the inline limit, so the input goes to S3
@@ -357,12 +359,34 @@ async def _run_with_another_runs_key(encrypted: LocalAWS, *, waiting: str | None
     else:
         second = await encrypted.client.start(waits, waiting)
         await second.wait_for_hook(waiting, timeout=60)
+    return second.run_id, await _lose_the_key_of(encrypted, second.run_id, first.run_id)
+
+
+async def _lose_the_key_of(encrypted: LocalAWS, run_id: str, another_run_id: str) -> str:
+    """Replace ``run_id``'s ``DATAKEY`` item by ``another_run_id``'s, which KMS refuses to unwrap under this run's
+    encryption context: the run's values cannot be read by a process that does not hold its key already. The key
+    its data key now names."""
     world = encrypted.world
     ddb = await world.clients.dynamodb()
     item = (await ddb.get_item(TableName=world.config.table_name, ConsistentRead=True,
-                               Key={"pk": {"S": f"RUN#{first.run_id}"}, "sk": {"S": DATA_KEY_SK}}))["Item"]
-    await ddb.put_item(TableName=world.config.table_name, Item={**item, "pk": {"S": f"RUN#{second.run_id}"}})
-    return second.run_id, item["kid"]["S"]
+                               Key={"pk": {"S": f"RUN#{another_run_id}"}, "sk": {"S": DATA_KEY_SK}}))["Item"]
+    await ddb.put_item(TableName=world.config.table_name, Item={**item, "pk": {"S": f"RUN#{run_id}"}})
+    return item["kid"]["S"]
+
+
+async def _a_fresh_poller(local: LocalAWS) -> AWSWorld:
+    """Replace ``local``'s worker by a fresh one (a Lambda instance started since: no key nor replay of any run
+    known) on a World of its own, which it returns; the caller stops the poller and closes the World."""
+    assert local.poller is not None
+    await local.poller.stop()
+    # The stop cancels its long poll's task, not the request on its thread: let that request end on the emulator
+    # before the wake is sent, or the wake may be handed to it and hidden for the queue's visibility timeout
+    # (CI 98, under load: neither case's fresh poller saw a delivery in 10 s).
+    await asyncio.sleep(RECEIVE_WAIT_SECONDS + 1.5)
+    fresh = AWSWorld(local.config)  # (the same table and queue, no key nor replay of the run known)
+    poller = local.poller = LocalPoller(fresh, Worker(fresh))
+    poller.start()
+    return fresh
 
 
 async def test_a_run_key_kms_refuses_to_unwrap_is_named_in_the_clis_error_not_the_current_setting(
@@ -539,15 +563,9 @@ async def test_the_wake_of_a_run_ended_by_the_cli_whose_key_is_lost_is_acknowled
     async with LocalAWS(**servers, encrypt_payloads=True) as local:
         token = f"enc-lost-wake-{end}-{os.urandom(3).hex()}"
         run_id, _ = await _run_with_another_runs_key(local, waiting=token)
-        assert local.poller is not None
-        await local.poller.stop()  # the worker that ran it (its key and its replay kept): a fresh one instead
-        # The stop cancels its long poll's task, not the request on its thread: let that request end on the emulator
-        # before the wake is sent, or the wake may be handed to it and hidden for the queue's visibility timeout
-        # (CI 98, under load: neither case's fresh poller saw a delivery in 10 s).
-        await asyncio.sleep(RECEIVE_WAIT_SECONDS + 1.5)
-        fresh = AWSWorld(local.config)  # (the same table and queue, no key nor replay of the run known)
-        poller = local.poller = LocalPoller(fresh, Worker(fresh))
-        poller.start()
+        fresh = await _a_fresh_poller(local)  # (the worker that ran it kept its key and its replay)
+        poller = local.poller
+        assert poller is not None
         command = ["fail", run_id, "--reason", "its key was deleted"] if end == "fail" else ["cancel", run_id]
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "awsworld.cli", *command, env=_cli_env(local.config, local.config.kms_key_id),
@@ -569,6 +587,44 @@ async def test_the_wake_of_a_run_ended_by_the_cli_whose_key_is_lost_is_acknowled
         await poller.stop()
         local.poller = None
         await fresh.close()
+
+
+@workflow(name="tests.encryption.awaits_a_waiting_child")
+async def awaits_a_waiting_child(token: str) -> str:
+    try:
+        await waits(token)
+    except ChildWorkflowError as error:
+        return f"{error.error_type}: {error}"
+    return "completed"
+
+
+async def test_a_parent_hears_the_error_of_its_child_whose_key_is_lost_and_that_was_failed(
+        servers: dict[str, Any]) -> None:
+    """A child run whose key is lost, failed by an operator (``Client.fail``: its error stored unsealed): the
+    child's flow reads its log without values (``Flow._ended_unread``) and reports its end to its parent with the
+    error's type and message, read from the run's head. Before, the parent's ``ChildWorkflowError`` said only
+    "failed": the end event read without values carries no error. (A LocalAWS of its own: its worker is replaced
+    by one that never held the child's key.)"""
+    async with LocalAWS(**servers, encrypt_payloads=True) as local:
+        if local.sqs_s3 == "localstack":
+            pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
+        assert local.client is not None
+        another = await local.client.start(echo, "copied")
+        await another.result(timeout=60)
+        token = f"enc-lost-child-{os.urandom(3).hex()}"
+        parent = await local.client.start(awaits_a_waiting_child, token)
+        child_id = await holder_of_hook(local.world, token, timeout=60)
+        await _lose_the_key_of(local, child_id, another.run_id)
+        fresh = await _a_fresh_poller(local)
+        try:
+            await Client(fresh).fail(child_id, reason="its key was deleted")
+            said = await parent.result(timeout=60)
+        finally:
+            assert local.poller is not None
+            await local.poller.stop()
+            local.poller = None
+            await fresh.close()
+    assert said.startswith("FailedOnRequest: ") and "failed on request: its key was deleted" in said, said
 
 
 async def test_failing_a_run_whose_key_opens_seals_its_error(encrypted: LocalAWS) -> None:

@@ -38,8 +38,7 @@ from awsworld import (
     workflow,
 )
 from awsworld.testing import WorkflowTestEnv
-from awsworld.world import Hook as HookRecord
-from awsworld.world import RunPage
+from awsworld.world import HookRecord, RunPage
 
 
 class Quote(BaseModel):

@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 from ..authoring.errors import CodecError
 from ..client.client import Client
-from ..world.entities import Hook, ResolveData
+from ..world.entities import HookRecord, ResolveData
 from ..world.errors import InvalidInputError, WorldError
 from ..world.ids import SPEC_VERSION_CURRENT
 from ..world.limits import MAX_VALUE_BYTES_ENV, max_value_bytes
@@ -285,7 +285,7 @@ def _json(value: WireModel | JSON, status: int = 200) -> JSONResponse:
     return JSONResponse(value.to_wire() if isinstance(value, WireModel) else value, status_code=status)
 
 
-def _hook(served: Served, hook: Hook) -> JSON:
+def _hook(served: Served, hook: HookRecord) -> JSON:
     return {**served.owner, **hook.to_wire()}
 
 

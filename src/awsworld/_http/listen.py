@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -19,6 +20,51 @@ GRACEFUL_SECONDS = 2
 """How long a server stopped by Ctrl-C (``awsworld serve``, ``awsworld ui``) lets the requests under way finish
 before it cancels them: a request waiting on an endpoint that never answers otherwise held the stop for good
 (uvicorn waits without end by default; tests/cli/test_ctrl_c_blocked.py)."""
+CUT_OFF_SECONDS = 1.0
+"""How long the end of a server waits for the requests its stop cancelled to end (they end at once)."""
+UVICORN_LOGGER = "uvicorn.error"
+"""The logger uvicorn says its stop and each request's unhandled exception on."""
+GRACE_EXCEEDED = "Cancel %s running task(s), timeout graceful shutdown exceeded"
+"""uvicorn's record (its message before the arguments) of a stop whose grace ran out (uvicorn's ``Server.shutdown``)."""
+
+
+class CutOff(logging.Filter):
+    """What uvicorn says of the requests it cancels when a stop's grace runs out, taken off its log and counted:
+    its ``ERROR: Cancel 1 running task(s) ...`` line, and for each request an ``Exception in ASGI application``
+    record whose exception is that ``CancelledError``, printed with a page of traceback through Starlette and the
+    handler (a long poll, a live stream read, a request waiting on an endpoint that never answers). Nothing went
+    wrong in the handler: the operator stopped the server. ``cut_off`` says it in one line instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+        """How many requests under way the stop cancelled when its grace ran out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        count = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if record.msg == GRACE_EXCEEDED and isinstance(count, int):
+            self.requests += count
+            return False
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+    def said(self, command: str) -> str | None:
+        """The line ``command`` says at its stop if it cancelled requests, else None."""
+        if not self.requests:
+            return None
+        return (f"{command}: stopped; {self.requests} request(s) still under way after {GRACEFUL_SECONDS} s "
+                "were cut off (their clients got a 500 or a closed connection)")
+
+
+@contextlib.contextmanager
+def cut_off_quietly() -> Iterator[CutOff]:
+    """Within the block, uvicorn's records of the requests a stop cancels are counted, not printed (``CutOff``)."""
+    logger = logging.getLogger(UVICORN_LOGGER)
+    cut_off = CutOff()
+    logger.addFilter(cut_off)
+    try:
+        yield cut_off
+    finally:
+        logger.removeFilter(cut_off)
 
 
 class Listening:
@@ -26,8 +72,10 @@ class Listening:
     the loopback address, the one name that surely reaches it from this machine) and ``wait`` for its end (uvicorn
     ends on SIGINT or SIGTERM)."""
 
-    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], host: str) -> None:
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], host: str, cut_off: CutOff) -> None:
         self.server = server
+        self.cut_off = cut_off
+        """The requests under way that the stop cancelled once its grace ran out (counted by the block's end)."""
         self.task = task
         self.host = host
         self.port: int = server.servers[0].sockets[0].getsockname()[1]
@@ -60,20 +108,31 @@ def _tcp(listener: socket.socket) -> socket.socket:
 async def listening(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0,
                     graceful_seconds: int | None = None) -> AsyncIterator[Listening]:
     """Serve ``app`` on ``host:port`` until the block ends (then stop it, ``graceful_seconds`` at most for open
-    connections). The socket is bound here, so an address that cannot be had (a port taken) is this ``OSError``,
-    not uvicorn's exit from inside its task."""
+    connections; those it then cancels are counted in ``Listening.cut_off``, not printed with a traceback each).
+    The socket is bound here, so an address that cannot be had (a port taken) is this ``OSError``, not uvicorn's
+    exit from inside its task."""
     listener = _tcp(socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                            lifespan="off", timeout_graceful_shutdown=graceful_seconds))
-    task = asyncio.create_task(server.serve(sockets=[listener]))
-    while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-        await asyncio.sleep(0.01)
-    if task.done():
-        await task
-        raise OSError(f"could not listen on {host}:{port}")
-    try:
-        yield Listening(server, task, host)
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
+    with cut_off_quietly() as cut_off:
+        task = asyncio.create_task(server.serve(sockets=[listener]))
+        while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+            await asyncio.sleep(0.01)
+        if task.done():
             await task
+            raise OSError(f"could not listen on {host}:{port}")
+        try:
+            yield Listening(server, task, host, cut_off)
+        finally:
+            server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await _cancelled_requests_ended(server)
+
+
+async def _cancelled_requests_ended(server: uvicorn.Server) -> None:
+    """Let the requests the stop cancelled end (a turn of the loop each, ``CUT_OFF_SECONDS`` at most for one that
+    holds on to its cancellation) while their records are still ``CutOff``'s: uvicorn's serving ends as soon as it
+    has cancelled them, and each says its ``CancelledError`` when it next runs."""
+    if requests := list(server.server_state.tasks):
+        await asyncio.wait(requests, timeout=CUT_OFF_SECONDS)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ..world.clock import Clock
 from ..world.cursors import HOOK_KEYS, STEP_KEYS, first_page
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ..world.entities import TERMINAL_RUN_STATUSES, HookRecord, ResolveData, Run, Step
 from ..world.rules.hooks import hook_status
 from ..world.rules.state import TokenState
 from ..world.shared.answers import hook_answer, step_answer
@@ -78,7 +78,7 @@ class MemoryStorage:
         ids, more = _page(run.steps, after, STEP_KEYS, limit)
         return [step_answer(run_id, run.steps[i], resolve, run.value_at) for i in ids], more
 
-    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> Hook | None:
+    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> HookRecord | None:
         owner = run_id if run_id is not None else self.state.hook_runs.get(hook_id)
         run = self.state.runs.get(owner) if owner is not None else None
         hook = run.hooks.get(hook_id) if run is not None else None
@@ -86,14 +86,15 @@ class MemoryStorage:
             return None
         return hook_answer(run.run_id, hook, hook_status(run.status), resolve, run.value_at)
 
-    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[Hook | None, TokenState | None]:
+    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[HookRecord | None, TokenState | None]:
         holder = self.state.tokens.get(token)
         return (await self.hook(holder.hook_id, holder.run_id, resolve) if holder is not None else None), holder
 
     async def resume_holder(self, resume_id: str) -> tuple[str, str] | None:
         return self.state.resumes_once.get(resume_id)
 
-    async def hooks(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Hook], bool]:
+    async def hooks(self, run_id: str, after: str | None, limit: int,
+                    resolve: ResolveData) -> tuple[list[HookRecord], bool]:
         run = self.state.runs.get(run_id)
         if run is None:
             return [], False

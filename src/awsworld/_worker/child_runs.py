@@ -150,9 +150,12 @@ async def report_to_parent(world: World, run_id: str, parent_id: str, end: Event
         log.warning("run %s: the hook for its outcome is held by run %s, not its parent %s: not reported",
                     run_id, hook.run_id, parent_id)
         return
+    outcome = _outcome_payload(end)
+    if outcome["status"] == "failed" and outcome["error"] is None:  # (read without values: from the run's head)
+        outcome["error"] = await _error_of_a_run_read_without_values(world, run_id)
     try:
         try:
-            await resume_hook(world, token, serde.dumps(_outcome_payload(end)), idempotency_key=token)
+            await resume_hook(world, token, serde.dumps(outcome), idempotency_key=token)
         except PayloadTooLargeError as too_large:
             # The result fits the child's own run but not with the outcome around it: the parent's await fails
             # naming why (retrying would refuse it again, and the parent would wait for good).
@@ -168,14 +171,32 @@ def _too_large_payload(too_large: PayloadTooLargeError) -> dict[str, Any]:
 
 
 def _outcome_payload(end: Event) -> dict[str, Any]:
+    """The child's outcome for its parent's hook, from its end event; a failure's ``error`` is None when that event
+    was read without its values (``report_to_parent`` reads it then)."""
     data = end.event_data or {}
     if end.event_type == "run_completed":
         return {"status": "completed", "result": data.get("output")}
     if end.event_type == "run_failed":
-        return {"status": "failed", "error": data.get("error") or {"message": "failed"}, "code": data.get("errorCode")}
+        return {"status": "failed", "error": data.get("error"), "code": data.get("errorCode")}
     reason = data.get("cancelReason")
     return {"status": "cancelled", "error": {"message": f"cancelled ({reason})" if reason else "cancelled",
                                              "name": "Cancelled"}}
+
+
+async def _error_of_a_run_read_without_values(world: World, run_id: str) -> dict[str, Any]:
+    """The error of a failed run whose log was read without its values (its key is lost: ``Flow._ended_unread``,
+    ``_worker/inline_loop.py``), for its parent: the run's head shows it all the same, as every read without values
+    does, read where it can be (an operator's ``fail`` of such a run stores it unsealed: ``RunFailedData``), else
+    a readable error saying why it cannot be (``aws/encryption/run_keys.unreadable_error``). The parent heard a
+    bare "failed" before."""
+    try:
+        error = (await world.runs.get(run_id, resolve_data="none")).error
+    except (RunNotFoundError, RunGoneError):
+        error = None
+    if error is None:
+        return {"name": "RunErrorUnavailable", "message": "failed; its error could not be read (its log was read "
+                "without its values, and the run's record shows none)"}
+    return error.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 async def cancel_children(world: World, run_id: str, events: Sequence[Event], *, redoing: bool = False) -> None:

@@ -30,7 +30,7 @@ from ..authoring.errors import RunStartError
 from ..durable import codecs, serde
 from ..durable.codecs import Place
 from ..durable.hook_payloads import is_envelope
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook
+from ..world.entities import TERMINAL_RUN_STATUSES, HookRecord
 from ..world.entities import Run as RunView
 from ..world.errors import (
     CodecPayloadError,
@@ -290,7 +290,7 @@ class HookResumed:
     recorded: bool
 
 
-async def find_hook(world: World, token: str, wait: float | None) -> Hook:
+async def find_hook(world: World, token: str, wait: float | None) -> HookRecord:
     """The hook holding ``token``; with ``wait``, ``HookNotFoundError`` only once it has not appeared in that
     many seconds. A token no hook has held yet is the usual mistake of a resume sent before its run reached
     ``create_hook``: the error says how to wait for it (the token itself stays out of the message), after the
@@ -378,7 +378,7 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
     return HookResumed(event, recorded)
 
 
-def check_own_run(hook: Hook, run: RunView) -> None:
+def check_own_run(hook: HookRecord, run: RunView) -> None:
     """Refuse (``SdkRunHookError``, before anything is recorded) a resume, failure or heartbeat of a hook whose run
     is the Workflow SDK's TypeScript runtime's (``_http.push.sdk_run``). That runtime reads a payload as its own
     serialized bytes and is woken only through its app (the pushes its runtime queues: ``_http/push.py``), so
@@ -395,7 +395,7 @@ def check_own_run(hook: Hook, run: RunView) -> None:
         "recorded", field="token", run_id=run.run_id, hook_id=hook.hook_id)
 
 
-def check_codec_payload(hook: Hook, encoded: Any) -> None:
+def check_codec_payload(hook: HookRecord, encoded: Any) -> None:
     """A codec hook (``create_hook(codec=...)``) takes its codec's text or bytes: any other payload is refused
     here, before it is recorded (``CodecPayloadError``), since recorded, the codec would refuse it at the
     workflow's await and fail the run. A failure's or heartbeat's envelope passes: the workflow never decodes it."""

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import sys
 
+from . import early_sigterm
 from .exit_codes import READER_GONE, STOPPED
+
+early_sigterm.install()  # first: a SIGTERM to ``dev`` from here on says "stopped", exit 130 (not Python's -15)
 
 
 def stopped() -> int:

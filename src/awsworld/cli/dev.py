@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..local.poller import LocalPoller
     from ..world.protocol import World
     from .dev_state import Snapshots
-from . import ui
+from . import early_sigterm, ui
 from .exit_codes import STOPPED
 from .output import import_modules
 
@@ -137,6 +137,8 @@ class CtrlC:
         from .dev_loop import on_ctrl_c
 
         ctrl_c = cls()
+        # (a SIGTERM before this line whose ``KeyboardInterrupt`` the frame it landed in swallowed: ``early_sigterm``)
+        ctrl_c.pressed = early_sigterm.received
         pressed = on_ctrl_c(ctrl_c.press, held=ctrl_c.held)
         signal.signal(signal.SIGINT, pressed)
         # SIGTERM (a process manager's stop, ``kill``) is a Ctrl-C too until dev serves, when ``serving`` gives it

@@ -24,7 +24,7 @@ from .errors import CliError, check_run_listing, parse_json, parse_json_file, re
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
 if TYPE_CHECKING:
-    from ..world.entities import Hook
+    from ..world.entities import HookRecord
     from ..world.events import Event
     from ..world.protocol import World
 
@@ -759,7 +759,7 @@ def _emit(out: Any, index: int, data: bytes, as_json: bool) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    """A plain hook's PAYLOAD is JSON; a codec hook's (``Hook.payload_codec``) is the codec's text, sent as it is:
+    """A plain hook's PAYLOAD is JSON; a codec hook's (``HookRecord.payload_codec``) is the codec's text, sent as it is:
     parsed, a JSON object would reach the codec as a dict, which ``resume_hook`` refuses (``CodecPayloadError``).
     Which one it is costs one read of the hook before the resume. A PAYLOAD that is not JSON for a token no hook
     holds is the usage error it always was."""
@@ -774,7 +774,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         async with remote() as client:
-            hook: Hook | None = None
+            hook: HookRecord | None = None
             try:
                 with _waited_for_hook(args.wait):
                     hook = await find_hook(client.world, args.token, args.wait)
@@ -829,7 +829,7 @@ def _waited_for_hook(wait: float | None) -> Iterator[None]:
                        "says what the run waits on") from None
 
 
-def _payload_for(hook: Hook, text: str | None) -> object:
+def _payload_for(hook: HookRecord, text: str | None) -> object:
     """What ``awsworld resume`` sends ``hook`` for its PAYLOAD ``text`` (None: not given)."""
     if not hook.payload_codec:
         return parse_json("null" if text is None else text, "PAYLOAD")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
 from .errors import CONFIG_HINT, CliError, usage
+from .exit_codes import OK, STOPPED
 from .output import check_config, import_modules
 
 if TYPE_CHECKING:
@@ -90,8 +91,7 @@ def _main(args: argparse.Namespace) -> int:
             raise usage("--world emulator needs the embedded emulator", "pip install 'awsworld[local]'") from None
     args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
     _log_refusals()
-    asyncio.run(_serve(args, auth))
-    return 0
+    return asyncio.run(_serve(args, auth))
 
 
 def _log_refusals() -> None:
@@ -156,7 +156,9 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
             await world.close()
 
 
-async def _serve(args: argparse.Namespace, auth: Any) -> None:
+async def _serve(args: argparse.Namespace, auth: Any) -> int:
+    """Serve until Ctrl-C (or SIGTERM): exit 0 once the requests under way ended within their grace, else one line
+    saying how many were cut off and ``STOPPED`` (``exit_codes``), as for any command a Ctrl-C cut short."""
     from .._http.app import create_app
     from .._http.listen import GRACEFUL_SECONDS, listening
     from .._http.loopback import LOOPBACK_HOSTS
@@ -183,3 +185,7 @@ async def _serve(args: argparse.Namespace, auth: Any) -> None:
             if args.host not in LOOPBACK_HOSTS:
                 print(PLAIN_HTTP_WARNING, file=sys.stderr, flush=True)
             await running.wait()
+    if said := running.cut_off.said("awsworld serve"):
+        print(said, file=sys.stderr, flush=True)
+        return STOPPED
+    return OK

@@ -41,7 +41,7 @@ from ..durable import codecs, serde
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
-from ..world.entities import TERMINAL_RUN_STATUSES, ErrorBytes, Hook, Step, error_name_and_message
+from ..world.entities import TERMINAL_RUN_STATUSES, ErrorBytes, HookRecord, Step, error_name_and_message
 from ..world.entities import Run as RunView
 from ..world.errors import HookNotFoundError, NotFoundError, RunGoneError, SdkRunError
 from ..world.events import Event
@@ -136,19 +136,19 @@ class Run(Generic[R_co]):
         and the Workflow SDK's ``run.cancel()`` have it."""
         await self.client.cancel(self.run_id, reason=reason)
 
-    async def wait_for_hook(self, token: str, *, timeout: float = 30.0) -> Hook:
+    async def wait_for_hook(self, token: str, *, timeout: float = 30.0) -> HookRecord:
         """Return the hook ``token`` once this run holds it (the workflow has reached ``create_hook(token)``), so
         a ``resume_hook`` that follows finds it. Raises ``RunEndedError`` if the run ends first, and
         ``TimeoutError`` after ``timeout`` seconds."""
         with self.client.waiting(self.run_id, hook_token=token):
             return await self._wait_for_hook(token, timeout)
 
-    async def _wait_for_hook(self, token: str, timeout: float) -> Hook:
+    async def _wait_for_hook(self, token: str, timeout: float) -> HookRecord:
         deadline = time.monotonic() + timeout
         pause = POLL_FIRST
         while True:
             try:
-                hook: Hook = await self.client.world.hooks.get_by_token(token, resolve_data="none")
+                hook: HookRecord = await self.client.world.hooks.get_by_token(token, resolve_data="none")
                 if hook.run_id == self.run_id:
                     return hook
             except HookNotFoundError:

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from .._http.wire import error_from_body
 from ..world.clock import SYSTEM_CLOCK, Clock
 from ..world.deployments import DeploymentStore
-from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
+from ..world.entities import Capabilities, HookRecord, ResolveData, Run, Step
 from ..world.errors import InvalidInputError, WorldError, WorldUnreachableError
 from ..world.events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from ..world.ids import SPEC_VERSION_CURRENT
@@ -280,19 +280,19 @@ class _Events:
             params={"cursor": cursor, "limit": limit, "resolveData": resolve_data})
 
 
-def _hook(raw: Any) -> Hook:
-    return Hook.model_validate(raw)
+def _hook(raw: Any) -> HookRecord:
+    return HookRecord.model_validate(raw)
 
 
 class _Hooks:
     def __init__(self, world: HttpWorld) -> None:
         self.world = world
 
-    async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook:
+    async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> HookRecord:
         return _hook(await self.world.request("GET", f"/v1/hooks/{_segment(hook_id)}",
                                               params={"runId": run_id, "resolveData": resolve_data}))
 
-    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
+    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> HookRecord:
         return _hook(await self.world.request("GET", f"/v1/hooks/by-token/{_segment(token)}",
                                               params={"resolveData": resolve_data}))
 

@@ -210,10 +210,12 @@ class Step(WireModel):
 HookStatus = Literal["open", "closed"]
 
 
-class Hook(WireModel):
-    """A live hook (``status="open"``), or one whose token is retained after its run ended (``"closed"``: it takes
-    no more payloads; see ``world/rules/hooks.py``). Disposed hooks, and those released at their run's end, are
-    deleted."""
+class HookRecord(WireModel):
+    """A hook as the World records it (what ``Run.wait_for_hook`` and ``HooksAPI.get`` return): a live hook
+    (``status="open"``), or one whose token is retained after its run ended (``"closed"``: it takes no more
+    payloads; see ``world/rules/hooks.py``). Disposed hooks, and those released at their run's end, are deleted.
+    Not ``awsworld.Hook[T]``, the handle a workflow's ``create_hook`` returns and awaits: this was named ``Hook``
+    too, and that name stays importable from ``awsworld.world`` (``Hook``, below)."""
 
     run_id: str
     hook_id: str
@@ -236,6 +238,10 @@ class Hook(WireModel):
     """Where the hook lives, as the Workflow SDK's hooks say it (``ownerId``, ``projectId``, ``environment``: a team,
     a project and a deployment there): filled in by ``awsworld serve`` (``world/rules/hooks.py``'s
     ``hook_owner``), absent from a World's own reads."""
+
+
+Hook = HookRecord
+"""``HookRecord``'s name before it had its own (kept importable: ``from awsworld.world import Hook``)."""
 
 
 class Wait(WireModel):

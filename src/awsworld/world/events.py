@@ -14,7 +14,7 @@ from typing import Any, Literal, cast
 from pydantic import Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from .entities import ERROR_TAGS, Hook, Run, Step, StoredError, Wait
+from .entities import ERROR_TAGS, HookRecord, Run, Step, StoredError, Wait
 from .errors import InvalidInputError
 from .ids import SPEC_VERSION_CURRENT, check_entity_id, event_id_to_slot
 from .wire_model import WireModel
@@ -142,7 +142,7 @@ class HookCreatedData(EventData):
     display_name: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_LENGTH)
     payload_codec: bool | None = None
     """The hook decodes its payloads with a codec (``create_hook(codec=...)``; ``_engine.ops.PAYLOAD_CODEC_FIELD``):
-    kept on the hook (``Hook.payload_codec``), never compared on replay."""
+    kept on the hook (``HookRecord.payload_codec``), never compared on replay."""
 
 
 class HookReceivedData(EventData):
@@ -288,7 +288,7 @@ class EventResult(WireModel):
     event: Event | None = None
     run: Run | None = None
     step: Step | None = None
-    hook: Hook | None = None
+    hook: HookRecord | None = None
     wait: Wait | None = None
     events: list[Event] = Field(default_factory=list[Event])
     cursor: str | None = None

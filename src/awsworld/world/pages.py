@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import Field
 
-from .entities import Hook, Run, Step
+from .entities import HookRecord, Run, Step
 from .events import Event, LogSnapshot
 from .wire_model import WireModel
 
@@ -41,7 +41,7 @@ class StepPage(Page[Step]):
     pass
 
 
-class HookPage(Page[Hook]):
+class HookPage(Page[HookRecord]):
     pass
 
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .clock import Clock
 from .deployments import DeploymentStore
-from .entities import Capabilities, Hook, ResolveData, Run, Step
+from .entities import Capabilities, HookRecord, ResolveData, Run, Step
 from .events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from .limiters import LimiterStore
 from .pages import EventPage, HookPage, RunPage, StepPage
@@ -108,9 +108,10 @@ class EventsAPI(Protocol):
 
 
 class HooksAPI(Protocol):
-    async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook: ...
+    async def get(self, hook_id: str, *, run_id: str | None = None,
+                  resolve_data: ResolveData = "all") -> HookRecord: ...
 
-    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook: ...
+    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> HookRecord: ...
 
     async def list(
         self, run_id: str, *, cursor: str | None = None, limit: int = 100, resolve_data: ResolveData = "all"

@@ -88,6 +88,24 @@ def build_blocks(run_id: str, first_slot: int, records: list[tuple[str, str | No
     return blocks
 
 
+END_BLOCK = "endBlock"
+"""On a failed run's item: the first slot of the block holding its ``run_failed`` (the block's key,
+``event_key(run, slot)``), written with the failure (``commit_loop.point_at_the_failures_block``). A listing reads a
+failed run's error from that event: with its block's key it reads the block in the ``BatchGetItem`` it makes for the
+runs' first blocks (``entity_reads.EntityReads.runs``), where it made a Query of its own for each failed run (the
+block holding a slot is found by a range Query, ``EventReader.events_at``). A dozen bytes on the failure's write of
+the run's item; a run failed before it was kept has none, and is read as before."""
+
+
+def block_holding(blocks: list[dict[str, Any]], slot: int) -> int | None:
+    """The first slot of the block among ``blocks`` (``build_blocks``'s items) that holds ``slot``, if one does."""
+    for block in blocks:
+        first = slot_of_event_sk(block["sk"])
+        if first <= slot < first + int(block["n"]):
+            return first
+    return None
+
+
 def _item(run_id: str, first: int, texts: list[str], refs: list[str], created_at: str) -> dict[str, Any]:
     body = "[" + ",".join(texts) + "]"
     item: dict[str, Any] = {**event_key(run_id, first), "n": len(texts), "at": created_at}

@@ -31,7 +31,7 @@ from ..dynamodb.reads import batch_get, get_item
 from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
 from ..keys import entity_key, run_key
 from ..resources import TTL_ATTRIBUTE
-from .blocks import build_blocks
+from .blocks import END_BLOCK, block_holding, build_blocks
 from .cancellations import CancellationDecoder, refuse
 from .event_reader import EventReader
 from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
@@ -337,13 +337,16 @@ class CommitLoop:
         self.clients.retention.remember(run_id, head)
         # Every item this commit puts carries its TTL from now on (aws/retention.py): nothing rewrites it later.
         ttl = self.clients.retention.item_ttl(run_id, now)
+        blocks = build_blocks(run_id, seq + 1, records, now)
+        for plan in plans:
+            point_at_the_failures_block(plan, blocks)
         if create is not None:
             item = {**create, "seq": count, "seqInBand": count if in_band else 1, "updatedAt": now}
             ops.append(TxOp("Put", "run", item=item, condition="attribute_not_exists(pk)"))
         else:
             ops.append(run_update_op(run_id, plans, seq, count, in_band, expected, now))
         ops.extend(TxOp("Put", "event", item={**block, TTL_ATTRIBUTE: ttl}, condition="attribute_not_exists(pk)")
-                   for block in build_blocks(run_id, seq + 1, records, now))
+                   for block in blocks)
         for unit in units:
             assert unit.plan is not None
             for op in unit.plan.ops:
@@ -355,6 +358,20 @@ class CommitLoop:
                 ops.append(op)
         return ops, seq + 1
 
+
+
+def point_at_the_failures_block(plan: Plan, blocks: list[dict[str, Any]]) -> None:
+    """A plan that fails its run (its slots filled) keeps on the run's item the block its ``run_failed`` lands in
+    (``blocks.END_BLOCK``): a listing then reads the run's error without a Query of its own. Any other end leaves
+    the item as it was: a completed run's output is read by a listing with values only."""
+    end = plan.run.sets.get("endSlot")
+    if plan.run.sets.get("status") != "failed" or not isinstance(end, int):
+        return
+    first = block_holding(blocks, end)
+    if first is not None:
+        plan.run.sets[END_BLOCK] = first
+        if plan.new_run is not None:
+            plan.new_run = {**plan.new_run, END_BLOCK: first}
 
 
 def fill_plan(plan: Plan, slots: list[int]) -> None:

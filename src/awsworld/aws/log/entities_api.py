@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...world.entities import Hook, ResolveData, Step
+from ...world.entities import HookRecord, ResolveData, Step
 from ...world.rules.state import TokenState
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
@@ -59,7 +59,7 @@ class EntityLookups:
                 items, more = items[:limit], True
         return await self.reads.steps(run_id, items, resolve), more
 
-    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> Hook | None:
+    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> HookRecord | None:
         if run_id is None:
             pointer = await get_item(self.clients, hook_pointer_key(hook_id))
             if pointer is None:
@@ -69,7 +69,7 @@ class EntityLookups:
         item = await get_item(self.clients, hook_key(run_id, hook_id))
         return await self.reads.hook(run_id, item, resolve) if item is not None else None
 
-    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[Hook | None, TokenState | None]:
+    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[HookRecord | None, TokenState | None]:
         """The hook holding ``token`` (live, or retained by its finished run), else the token's record as read."""
         owner = await get_item(self.clients, token_key(token))
         for _ in range(3):
@@ -94,6 +94,7 @@ class EntityLookups:
         item = await get_item(self.clients, resume_once_key(resume_id))
         return None if item is None else (str(item["runId"]), str(item["hookId"]))
 
-    async def hooks(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Hook], bool]:
+    async def hooks(self, run_id: str, after: str | None, limit: int,
+                    resolve: ResolveData) -> tuple[list[HookRecord], bool]:
         items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX, after_sk=after, limit=limit)
         return await self.reads.hooks(run_id, items, resolve), more

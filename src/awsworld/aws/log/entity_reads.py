@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, values_shown
+from ...world.entities import TERMINAL_RUN_STATUSES, HookRecord, ResolveData, Run, Step, values_shown
 from ...world.errors import WorldError
 from ...world.rules.state import Slot
 from ...world.shared.answers import hook_answer, hook_value_slots, step_answer, step_value_slots
@@ -23,7 +23,7 @@ from ..encryption.run_keys import EncryptionKeyError, data_key_key, unreadable_e
 from ..keys import LAYOUT_VERSION, STEP_PREFIX, attrs_key, event_key, run_key
 from ..resources import GSI_RUN_KEY
 from ..values import ValueStore
-from .blocks import BlockEvent, block_events
+from .blocks import END_BLOCK, BlockEvent, block_events
 from .event_reader import EventReader
 from .item_states import hook_state, step_state
 
@@ -72,11 +72,12 @@ class EntityReads:
             run_id = head[GSI_RUN_KEY]
             # What this process writes for the run next (a stream's chunks, a value) expires with its retention.
             self.clients.retention.remember(run_id, head)
-            first = event_key(run_id, 1)
-            if 1 not in known.get(run_id, _NONE) and _key(first) not in have:
-                keys.append(first)
-            if head.get("attrs") and _key(attrs_key(run_id)) not in have:
-                keys.append(attrs_key(run_id))
+            wanted = [event_key(run_id, 1)] if 1 not in known.get(run_id, _NONE) else []
+            if head.get(END_BLOCK) and head.get("endSlot") and int(head["endSlot"]) not in known.get(run_id, _NONE):
+                wanted.append(event_key(run_id, int(head[END_BLOCK])))  # (a failed run's error: ``END_BLOCK``)
+            if head.get("attrs"):
+                wanted.append(attrs_key(run_id))
+            keys.extend(key for key in wanted if _key(key) not in have and key not in keys)
         if keys:
             have.update((_key(i), i) for i in await batch_get(self.clients, keys))
 
@@ -89,6 +90,11 @@ class EntityReads:
             mine = known.get(run_id, _NONE)
             if int(slot) in mine:
                 return mine[int(slot)]
+            block = have.get(_key(event_key(run_id, int(head[END_BLOCK])))) if head.get(END_BLOCK) else None
+            if block is not None:
+                found = next((event for event in block_events(block) if event.slot == int(slot)), None)
+                if found is not None:
+                    return found
             return (await self.reader.events_at(run_id, [int(slot)])).get(int(slot))
 
         ends = await asyncio.gather(*(end_of(h) for h in heads))
@@ -134,12 +140,12 @@ class EntityReads:
         return (await self.steps(run_id, [item], resolve, known))[0]
 
     async def hooks(self, run_id: str, items: Sequence[Item], resolve: ResolveData,
-                    known: Known | None = None) -> list[Hook]:
+                    known: Known | None = None) -> list[HookRecord]:
         states = [hook_state(item) for item in items]
         values = await self._values(run_id, [s for state in states for s in hook_value_slots(state, resolve)],
                                     known or _NONE)
         return [hook_answer(run_id, state, item.get("status") or "open", resolve, values.get)
                 for item, state in zip(items, states, strict=True)]
 
-    async def hook(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Hook:
+    async def hook(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> HookRecord:
         return (await self.hooks(run_id, [item], resolve, known))[0]

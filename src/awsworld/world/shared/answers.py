@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast, get_origin
 from pydantic import BaseModel
 
 from ..entities import (
-    Hook,
+    HookRecord,
     HookStatus,
     ResolveData,
     Step,
@@ -94,9 +94,10 @@ def hook_value_slots(hook: HookState, resolve: ResolveData) -> list[Slot]:
     return [hook.metadata] if values_shown(resolve) else []
 
 
-def hook_answer(run_id: str, hook: HookState, status: HookStatus, resolve: ResolveData, value_at: ValueAt) -> Hook:
+def hook_answer(run_id: str, hook: HookState, status: HookStatus, resolve: ResolveData,
+                value_at: ValueAt) -> HookRecord:
     """``status``: open, or closed once its run ended (``rules.hooks.hook_status``)."""
-    return build(Hook, run_id=run_id, hook_id=hook.hook_id, token=hook.token, status=status,
+    return build(HookRecord, run_id=run_id, hook_id=hook.hook_id, token=hook.token, status=status,
                  metadata=value_at(hook.metadata) if values_shown(resolve) else None, is_webhook=hook.is_webhook,
                  payload_codec=hook.payload_codec, token_retention_until=hook.retention_until,
                  created_at=hook.created_at, updated_at=hook.updated_at, received_at=None,

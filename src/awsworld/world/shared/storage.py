@@ -31,7 +31,7 @@ from ..cursors import (
     runs_query,
     slot_cursor,
 )
-from ..entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ..entities import TERMINAL_RUN_STATUSES, HookRecord, ResolveData, Run, Step
 from ..errors import HookAlreadyReceivedError
 from ..events import (
     AttributeChange,
@@ -160,17 +160,17 @@ class StorageEngine(Protocol[V]):
         exist (no run: none)."""
         ...
 
-    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> Hook | None:
+    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> HookRecord | None:
         """The hook (hook ids are global: ``run_id`` None looks its run up)."""
         ...
 
-    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[Hook | None, TokenState | None]:
+    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[HookRecord | None, TokenState | None]:
         """The hook holding ``token`` (live, or retained by its ended run), else None and the token's record
         as found (``rules.hooks.lookup_refusal`` says what that means)."""
         ...
 
     async def hooks(self, run_id: str, after: str | None, limit: int,
-                    resolve: ResolveData) -> tuple[list[Hook], bool]:
+                    resolve: ResolveData) -> tuple[list[HookRecord], bool]:
         """A page of the run's hooks in key order (``HOOK#`` + id) after the key ``after``."""
         ...
 
@@ -320,13 +320,14 @@ class WorldStorage(Generic[V]):
         return build(StepPage, data=steps, cursor=key_cursor([STEP_KEYS + s.step_id for s in steps[-1:]], more),
                      has_more=more)
 
-    async def get_hook(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook:
+    async def get_hook(self, hook_id: str, *, run_id: str | None = None,
+                       resolve_data: ResolveData = "all") -> HookRecord:
         hook = await self.engine.hook(hook_id, run_id, resolve_data)
         if hook is None:
             raise hook_missing(hook_id)
         return hook
 
-    async def get_hook_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
+    async def get_hook_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> HookRecord:
         """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
         token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
         hook, holder = await self.engine.hook_by_token(token, resolve_data)

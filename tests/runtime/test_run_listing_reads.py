@@ -1,0 +1,69 @@
+"""What a listing of runs reads on the AWS World (moto): a failed run's error is in its ``run_failed`` event, and
+the run's item keeps the block that event is in (``aws/log/blocks.END_BLOCK``), so a listing reads every failed
+run's error in the one ``BatchGetItem`` it makes for the runs' first blocks. It made one Query per failed run
+(``bench/run_listing.py``: 57 DynamoDB requests for 100 runs, 50 failed; 8 now). A run failed before the item kept
+it is read as before; the errors a listing shows are the ones ``runs.get`` shows."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from typing import Any
+
+from awsworld import FatalError, Run, WorkflowRunFailedError, workflow
+from awsworld.aws import AWSWorld
+from awsworld.aws.keys import run_key
+from awsworld.aws.log.blocks import END_BLOCK
+from awsworld.local import LocalAWS
+
+
+@workflow(name="listingreads.fails")
+async def fails(i: int) -> None:
+    raise FatalError(f"run {i} refused")
+
+
+@workflow(name="listingreads.ok")
+async def ok(i: int) -> int:
+    return i
+
+
+async def _ended(runs: list[Run[Any]]) -> None:
+    for run in runs:
+        with contextlib.suppress(WorkflowRunFailedError):
+            await run.result(timeout=60)
+
+
+async def _listing(world: AWSWorld) -> tuple[Counter[str], dict[str, object]]:
+    """The DynamoDB requests of a listing of the failing workflow's runs, without values, and its errors."""
+    before = world.stats.snapshot()
+    page = await world.runs.list(workflow_name="listingreads.fails", limit=100, resolve_data="none")
+    used = (world.stats.snapshot() - before).requests
+    return (Counter({k: n for k, n in used.items() if k.startswith("dynamodb.")}),
+            {run.run_id: run.error for run in page.data})
+
+
+async def test_a_listing_reads_failed_runs_errors_without_a_query_each(local: LocalAWS) -> None:
+    assert local.client is not None
+    world = local.world
+    await _ended([await local.client.start(fails, 0), await local.client.start(ok, 0)])
+    one, _ = await _listing(world)
+    await _ended([await local.client.start(fails, i) for i in range(1, 6)])
+    six, errors = await _listing(world)
+    assert len(errors) == 6
+    assert six == one, (one, six)  # (five more failed runs: five more Queries before)
+    for run_id, error in errors.items():
+        shown = (await world.runs.get(run_id, resolve_data="none")).error
+        assert error is not None and error == shown and error.message.endswith("refused"), (error, shown)
+
+    # A run failed before its item kept the block: its error is read with a Query of its own, as before.
+    older = next(iter(errors))
+    ddb = await world.clients.dynamodb()
+    await ddb.update_item(TableName=world.config.table_name, Key={k: {"S": v} for k, v in run_key(older).items()},
+                          UpdateExpression="REMOVE #b", ExpressionAttributeNames={"#b": END_BLOCK})
+    fresh = AWSWorld(world.config)  # (no run item cached)
+    try:
+        again, errors_again = await _listing(fresh)
+    finally:
+        await fresh.close()
+    assert errors_again == errors
+    assert again["dynamodb.Query"] == six["dynamodb.Query"] + 1, (six, again)
