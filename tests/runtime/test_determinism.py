@@ -6,6 +6,7 @@ thread of the process) still get the real functions. Importing awsworld, or runn
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import secrets
@@ -17,6 +18,7 @@ import uuid
 from datetime import UTC, date, datetime
 from typing import Any
 
+import httpx
 import pytest
 
 import awsworld
@@ -30,9 +32,19 @@ from .conftest import BOTH, on_backends
 e2e_backend = on_backends(BOTH)
 
 
+def _start_a_thread() -> str:
+    thread = threading.Thread(target=lambda: None)
+    thread.start()
+    thread.join()
+    return "ran"
+
+
 @step
 async def real_values() -> dict[str, Any]:
-    return {"time": time.time(), "uuid": str(uuid.uuid4()), "random": random.random()}
+    # Every call a workflow body is refused works in a step, whose body runs once per attempt and is recorded.
+    return {"time": time.time(), "uuid": str(uuid.uuid4()), "random": random.random(),
+            "datetime.now": datetime.now(UTC).timestamp(), "localtime": time.mktime(time.localtime()),
+            "unseeded": random.Random().random(), "urandom": os.urandom(2).hex(), "thread": _start_a_thread()}
 
 
 BOUND_RANDINT = random.randint  # module functions bound by name: Python code over the generator's primitives
@@ -66,6 +78,8 @@ async def test_time_random_and_uuid4_are_replay_stable_in_a_body_and_real_in_ste
     assert after["time"] > before["time"], "time moves with the log (the step's events)"
     assert before["uuid4"] != after["uuid4"] and uuid.UUID(before["uuid4"]).version == 4
     assert abs(in_step["time"] - time.time()) < 30 and in_step["time"] >= started - 1
+    assert abs(in_step["datetime.now"] - in_step["time"]) < 30 and abs(in_step["localtime"] - in_step["time"]) < 30
+    assert in_step["thread"] == "ran" and len(in_step["urandom"]) == 4
     events = await read_run(e2e.world, run.run_id)
     for _ in range(3):  # every replay computes the same values (the replayer compares the result)
         replayed = replay_events(events)
@@ -88,7 +102,27 @@ REFUSED: dict[str, Any] = {
     "gauss bound by name": determinism._GLOBAL_RANDOM.gauss,  # its cache would be the process's, not the run's
     "getstate bound by name": determinism._GLOBAL_RANDOM.getstate,
     "seed(1) bound by name": lambda: determinism._GLOBAL_RANDOM.seed(1),
+    "random.Random()": lambda: random.Random().random(),
+    "time.sleep": lambda: time.sleep(0.001),
+    "time.localtime()": time.localtime,
+    "time.gmtime()": lambda: time.gmtime(),
+    "time.ctime()": lambda: time.ctime(),
+    "time.asctime()": lambda: time.asctime(),
+    "time.strftime(format)": lambda: time.strftime("%H:%M"),
+    "threading.Thread": _start_a_thread,
 }
+CLOCK_GIVEN = {  # the same functions given a time (the run's, time.time() being replay-stable), or a seed: allowed
+    "time.localtime(t)": lambda: time.mktime(time.localtime(time.time())),
+    "time.gmtime(t)": lambda: time.gmtime(time.time()).tm_year,
+    "time.ctime(t)": lambda: time.ctime(time.time()),
+    "time.strftime(format, t)": lambda: time.strftime("%Y", time.gmtime(time.time())),
+    "random.Random(seed)": lambda: random.Random(7).random(),
+}
+
+
+@workflow
+async def gives_the_clock_a_time() -> dict[str, Any]:
+    return {name: call() for name, call in CLOCK_GIVEN.items()} | {"time": time.time()}
 
 
 @workflow
@@ -121,8 +155,94 @@ async def test_calls_that_cannot_be_replay_stable_are_refused_in_a_body(e2e) -> 
     assert all(o.startswith("not allowed in a workflow body") for n, o in outcomes.items()
                if n != "as_completed bound early"), outcomes
     assert "use awsworld.now()" in outcomes["datetime.now"]
+    assert "time.localtime() without a time reads the process's clock" in outcomes["time.localtime()"]
+    assert "time.localtime(time.time())" in outcomes["time.localtime()"]
+    assert "time.strftime(format) without a time" in outcomes["time.strftime(format)"]
+    assert "use await awsworld.sleep(...)" in outcomes["time.sleep"]
+    assert "random.Random() without a seed" in outcomes["random.Random()"]
+    assert "cannot run threads (threading.Thread.start)" in outcomes["threading.Thread"]
     assert "as_completed([asyncio.create_task(c) for c in coroutines])" in outcomes["as_completed bound early"]
     assert datetime.now(UTC).year >= 2024 and len(os.urandom(4)) == 4, "outside a workflow the originals answer"
+
+
+async def test_the_clock_functions_given_a_time_and_a_seeded_generator_are_allowed_and_replay_stable(e2e) -> None:
+    run = await e2e.start(gives_the_clock_a_time)
+    values = await run.result(timeout=30)
+    assert values["time.localtime(t)"] == int(values["time"]), "the time the body passed, not the process's clock"
+    assert values["random.Random(seed)"] == random.Random(7).random()
+    events = await read_run(e2e.world, run.run_id)
+    replayed = replay_events(events)
+    assert replayed.ok, replayed.describe()
+
+
+async def _get_with_httpx(timeout: float) -> int:
+    async with httpx.AsyncClient(timeout=timeout) as client:
+        return (await client.get("http://127.0.0.1:9/")).status_code
+
+
+@workflow
+async def does_io() -> dict[str, str]:
+    outcomes = {}
+    for name, io in {
+        "asyncio.open_connection": lambda: asyncio.open_connection("127.0.0.1", 9),
+        "asyncio.create_subprocess_exec": lambda: asyncio.create_subprocess_exec("true"),
+        "loop.getaddrinfo": lambda: asyncio.get_running_loop().getaddrinfo("localhost", 80),
+        "httpx": lambda: _get_with_httpx(timeout=5),  # (its default timeout)
+    }.items():
+        try:
+            await io()
+            outcomes[name] = "allowed"
+        except DeterminismError as refused:
+            outcomes[name] = str(refused)
+    return outcomes
+
+
+async def test_asyncio_io_in_a_body_is_refused_with_the_call_and_the_fix(e2e) -> None:
+    # (the abstract event loop's bare NotImplementedError, without a message, was what httpx or aiohttp raised)
+    outcomes = await e2e.run(does_io)
+    assert "the event loop's create_connection()" in outcomes["asyncio.open_connection"], outcomes
+    assert "the event loop's subprocess_exec()" in outcomes["asyncio.create_subprocess_exec"], outcomes
+    assert "the event loop's getaddrinfo()" in outcomes["loop.getaddrinfo"], outcomes
+    assert "an async client's own timeouts" in outcomes["httpx"], "its connect timeout is a timer, set first"
+    assert all("put I/O in a @step" in outcome or "put the I/O in a @step" in outcome
+               for outcome in outcomes.values()), outcomes
+
+
+class StampsLikeLoguru(logging.Handler):
+    """A handler that reads the clock itself, as loguru's and structlog's do (``datetime.now()``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[tuple[float, float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((record.created, datetime.now(UTC).timestamp(), record.getMessage()))
+
+
+LOG = logging.getLogger("tests.determinism.body")
+
+
+@workflow
+async def logs_from_the_body() -> float:
+    LOG.warning("in the body")
+    return time.time()
+
+
+async def test_a_log_line_from_a_body_is_stamped_with_the_real_time_and_its_handler_may_read_the_clock() -> None:
+    from awsworld.testing import WorkflowTestEnv
+
+    handler = StampsLikeLoguru()
+    LOG.addHandler(handler)
+    try:
+        async with WorkflowTestEnv(start_time=datetime(2001, 1, 1, tzinfo=UTC)) as env:
+            in_body = await (await env.client.start(logs_from_the_body)).result()
+    finally:
+        LOG.removeHandler(handler)
+    assert datetime.fromtimestamp(in_body, UTC).year == 2001, "the body's own time.time() is still the run's"
+    [(created, stamped, message)] = handler.lines
+    assert message == "in the body"
+    assert abs(created - time.time()) < 60, "the record says when it was written, not the run's time"
+    assert abs(stamped - time.time()) < 60
 
 
 @workflow
@@ -202,20 +322,28 @@ def test_a_c_profiler_keeps_running_through_the_guard() -> None:
         profiler.disable()
 
 
-SEEN_FROM_A_THREAD: list[tuple[bool, float]] = []
+SEEN_FROM_A_THREAD: list[tuple[bool, float, str]] = []
+BODY_RUNS = threading.Event()
+THREAD_LOOKED = threading.Event()
 
 
 def _clock_from_another_thread() -> None:
-    SEEN_FROM_A_THREAD.append((time.time is not determinism._ORIGINAL_TIME, time.time()))
+    """A thread of the process (a step's worker thread, say) that calls the replaced functions while a body runs,
+    and one of the refused ones: it gets the real answers."""
+    BODY_RUNS.wait(30)
+    try:
+        SEEN_FROM_A_THREAD.append((time.time is not determinism._ORIGINAL_TIME, time.time(),
+                                   datetime.now(UTC).isoformat()))
+    finally:
+        THREAD_LOOKED.set()
 
 
 @workflow
 async def a_thread_reads_the_clock_while_the_body_runs() -> float:
-    # The body is running (the replacements are in place): another thread calling time.time() meanwhile gets the
-    # replacement, which answers it with the real clock, not the run's.
-    thread = threading.Thread(target=_clock_from_another_thread)
-    thread.start()
-    thread.join()
+    # The body is running (the replacements are in place) and waits for the thread, which calls time.time()
+    # meanwhile: it gets the replacement, which answers it with the real clock, not the run's.
+    BODY_RUNS.set()
+    THREAD_LOOKED.wait(30)
     return time.time()
 
 
@@ -223,18 +351,27 @@ async def test_another_thread_gets_the_real_clock_while_a_body_runs() -> None:
     from awsworld.testing import WorkflowTestEnv
 
     SEEN_FROM_A_THREAD.clear()
-    async with WorkflowTestEnv(start_time=datetime(2001, 1, 1, tzinfo=UTC)) as env:
-        run = await env.client.start(a_thread_reads_the_clock_while_the_body_runs)
-        in_body = await run.result()
+    BODY_RUNS.clear()
+    THREAD_LOOKED.clear()
+    thread = threading.Thread(target=_clock_from_another_thread)
+    thread.start()
+    try:
+        async with WorkflowTestEnv(start_time=datetime(2001, 1, 1, tzinfo=UTC)) as env:
+            run = await env.client.start(a_thread_reads_the_clock_while_the_body_runs)
+            in_body = await run.result()
+    finally:
+        BODY_RUNS.set()
+        thread.join(30)
     assert datetime.fromtimestamp(in_body, UTC).year == 2001, "the body's time is the run's (virtual) clock"
-    replaced, seen = SEEN_FROM_A_THREAD[0]
+    replaced, seen, now = SEEN_FROM_A_THREAD[0]
     assert replaced, "the thread ran while the replacements were in place"
     assert abs(seen - datetime.now(UTC).timestamp()) < 60, "and got the real time"
+    assert datetime.fromisoformat(now).year > 2001, "and datetime.now() is not refused there"
     assert time.time is determinism._ORIGINAL_TIME, "put back once the body stopped running"
 
 
 STANDARD_LIBRARY_UNTOUCHED = """
-import asyncio, asyncio.tasks, random, time, uuid
+import asyncio, asyncio.tasks, datetime, random, sys, time, uuid
 
 MODULES = (time, uuid, random, asyncio, asyncio.tasks)
 random.Random("warm")  # fills random's own lazy cache of sha512 (3.13+: ``_sha512`` is None until a text seed)
@@ -250,6 +387,7 @@ def changed(before):
                   if after.get((module, name)) is not value)
 
 
+random.Random(b"seed")  # (3.13 imports random._sha512 at the first seed from bytes, as each run's generator is)
 before = snapshot()
 import awsworld
 import awsworld.testing
@@ -268,22 +406,47 @@ async def flow() -> list:
     return [await add(1), time.time(), random.random(), str(uuid.uuid4())]
 
 
+@workflow(name="untouched.refused")
+async def refused() -> str:
+    await add(1)
+    return datetime.datetime.now().isoformat()
+
+
+@workflow(name="untouched.cancelled")
+async def cancelled() -> None:
+    time.time()
+    await awsworld.sleep("1d")
+
+
 async def main():
     async with awsworld.testing.WorkflowTestEnv() as env:
         run = await env.client.start(flow)
-        return await run.result()
+        result = await run.result()
+        try:
+            await (await env.client.start(refused)).result()
+            raise AssertionError("datetime.now() was allowed")
+        except awsworld.WorkflowRunFailedError as failed:
+            assert "DeterminismError" in repr(failed) or "datetime.now()" in str(failed), failed
+        assert not changed(before) and sys.getprofile() is None, (changed(before), sys.getprofile())
+        sleeping = await env.client.start(cancelled)
+        await env.sleep("1h")
+        await sleeping.cancel()
+        assert (await sleeping.get()).status == "cancelled"
+        return result
 
 
 result = asyncio.run(main())
 assert result[0] == 2, result
 assert not changed(before), changed(before)
+assert sys.getprofile() is None, sys.getprofile()
 print("untouched")
 """
 
 
 def test_importing_awsworld_and_running_a_workflow_leave_the_standard_library_as_it_is() -> None:
     # In a fresh process: every attribute of time, uuid, random, asyncio and asyncio.tasks is the very object it
-    # was before ``import awsworld``, and still after a workflow (whose body called time, random and uuid4) ran.
+    # was before ``import awsworld``, and still after a workflow (whose body called time, random and uuid4) ran,
+    # after one failed on a refusal and after one was cancelled; no profile hook is left either.
     done = subprocess.run([sys.executable, "-c", STANDARD_LIBRARY_UNTOUCHED], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "untouched", done.stdout + done.stderr

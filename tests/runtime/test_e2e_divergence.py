@@ -233,6 +233,43 @@ async def test_swapped_arguments_fail_the_run_naming_both_calls_and_return_nothi
     assert CALLS[f"charge:{first}:1.0"] == 1 and CALLS[f"charge:{second}:2.0"] == 1
 
 
+@workflow
+async def pays_one(order: str, token: str) -> str:
+    receipt = await charge(order, 1.0)
+    return f"{receipt} {await create_hook(token=token)}"
+
+
+async def pays_one_renamed(order: str, token: str) -> str:
+    receipt = await charge_v2(order, 1.0)
+    return f"{receipt} {await create_hook(token=token)}"
+
+
+async def pays_one_without_charging(order: str, token: str) -> str:
+    return f"free {await create_hook(token=token)}"
+
+
+@pytest.mark.parametrize(("code", "expected"), [
+    (pays_one_renamed, "the log has {module}.charge('{order}', 1.0), the code called {module}.charge_v2('{order}', "
+                       "1.0)"),
+    (pays_one_without_charging, "the log has charge('{order}', 1.0), the code called create_hook(token='{token}') "
+                                "there"),
+], ids=["renamed", "another_call"])
+async def test_a_failed_runs_message_quotes_the_logged_step_where_the_code_calls_another(e2e, code: Any,
+                                                                                          expected: str) -> None:
+    # The flow compares a step's name without loading its input, and loads it once for the run's error: a rename,
+    # or another call where the log has the step, said the log's call as charge(…) while quoting the code's.
+    token, order = f"pay-{uuid.uuid4().hex}", f"Z-{uuid.uuid4().hex[:4]}"
+    run = await e2e.start(pays_one, order, token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    with deployed(pays_one, code):
+        await e2e.client.resume_hook(token, "yes")
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result(timeout=30)
+    message = str(failed.value)
+    assert expected.format(module=__name__, order=order, token=token) in message, message
+
+
 # ----------------------------------------------------------------------------------------- as_completed
 
 

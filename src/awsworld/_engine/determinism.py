@@ -15,8 +15,14 @@ call                                           inside a workflow body
 ``uuid.uuid4()``                               replay-stable: drawn from the run's generator
 ``datetime.now()``/``utcnow()``/``today()``,   refused (``DeterminismError``): ``datetime`` is a C type
 ``date.today()``                               whose methods cannot be replaced; use ``awsworld.now()``
+``time.localtime()``, ``gmtime()``,           refused without a time (``time.localtime(t)`` is fine): the
+``ctime()``, ``asctime()``, ``strftime(f)``     C clock; the call's argument count is read from its ``CALL``
+                                               instruction (``positional_arguments``)
+``time.sleep()``                               refused: it blocks the process; ``awsworld.sleep`` is durable
 ``uuid.uuid1()``, ``os.urandom()``,            refused: host- and entropy-dependent
-``secrets.*``, ``random.SystemRandom``
+``secrets.*``, ``random.SystemRandom``,
+``random.Random()`` without a seed
+``threading.Thread.start``                     refused: what a thread does is not recorded
 the same functions bound by name                refused (``from time import time`` binds the standard
                                                library's function, which is caught); of ``random``'s only
                                                the primitives and the stateful ones (``random``,
@@ -29,6 +35,10 @@ the same functions bound by name                refused (``from time import time
                                                ``as_completed`` bound by name is refused for bare coroutines
 ``time.monotonic()``, ``perf_counter()``       not intercepted: they measure elapsed process time only
 =============================================  =========================================================
+
+The replay loop refuses timers (``asyncio.sleep``), threads (``run_in_executor``) and I/O (``open_connection``,
+async HTTP clients, subprocesses: ``replay_loop.IO_METHODS``) the same way. A log call is exempt
+(``LOGGING_PACKAGES``): its record gets the real time, and a clock its logging library reads is not refused.
 
 Importing awsworld changes nothing in ``time``, ``uuid``, ``random`` or ``asyncio``. The replacements are put in
 those modules only while a replay loop runs workflow code (``ReplayLoop.run_until_idle`` calls ``enter`` and
@@ -46,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import inspect
+import opcode
 import os
 import random as _random
 import sys
@@ -54,7 +65,7 @@ import time as _time
 import uuid as _uuid
 from collections.abc import Callable, Iterable, Iterator
 from types import CodeType, FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..authoring.calls import time_ns, uuid4
 from ..authoring.errors import DeterminismError
@@ -87,8 +98,36 @@ MODULE_ROUTED = tuple(name for name in RANDOM_FUNCTIONS if name in _STATEFUL or 
     inspect.isbuiltin(getattr(_random, name)) and getattr(getattr(_random, name), "__self__", None) is _GLOBAL_RANDOM))
 
 _NOW = "awsworld.now()"
-# C functions refused inside a workflow body (their calls are seen by the profile hook as ``c_call``).
-_REFUSED_C: dict[object, str] = {
+
+
+class WithoutTime(NamedTuple):
+    """A C function of ``time`` that reads the clock only when it is not given a time (``time.localtime()``, not
+    ``time.localtime(t)``): refused when its call passes ``positional`` arguments, the count without the time."""
+
+    positional: int
+    reason: str
+
+
+def _without_time(call: str, given: str, positional: int = 0) -> WithoutTime:
+    return WithoutTime(positional, f"{call} without a time reads the process's clock, which differs on every "
+                                   f"replay: pass one ({given}, time.time() being replay-stable) or use {_NOW}")
+
+
+_CALL = opcode.opmap["CALL"]
+
+
+def positional_arguments(frame: FrameType) -> int | None:
+    """How many positional arguments the call ``frame`` is making passes: the argument of its ``CALL``
+    instruction (the one a ``c_call`` profile event stops at, on Python 3.11 to 3.13), None for another form
+    (``f(*args)``, keywords) whose count the bytecode does not say."""
+    code = frame.f_code.co_code
+    at = frame.f_lasti
+    return code[at + 1] if code[at] == _CALL else None
+
+
+# C functions refused inside a workflow body (their calls are seen by the profile hook as ``c_call``); a
+# ``WithoutTime`` only when the call passes no time.
+_REFUSED_C: dict[object, str | WithoutTime] = {
     _dt.datetime.now: f"datetime.now() differs on every replay: use {_NOW}",
     # (named here to be refused, never called: the checker flags any use of a deprecated method)
     _dt.datetime.utcnow: f"datetime.utcnow() differs on every replay: use {_NOW}",  # pyright: ignore[reportDeprecated]
@@ -105,6 +144,12 @@ _REFUSED_C: dict[object, str] = {
     _GLOBAL_RANDOM.getrandbits: "the random module's generator, bound by name (from random import ...), differs "
                                 "on every replay: use awsworld.random() or call it through the module "
                                 "(random.randint(...))",
+    _time.sleep: "time.sleep() blocks the process, and the wait is not durable: use await awsworld.sleep(...)",
+    _time.localtime: _without_time("time.localtime()", "time.localtime(time.time())"),
+    _time.gmtime: _without_time("time.gmtime()", "time.gmtime(time.time())"),
+    _time.ctime: _without_time("time.ctime()", "time.ctime(time.time())"),
+    _time.asctime: _without_time("time.asctime()", "time.asctime(time.localtime(time.time()))"),
+    _time.strftime: _without_time("time.strftime(format)", "time.strftime(format, time.localtime(time.time()))", 1),
 }
 # Python functions refused inside a workflow body (seen as ``call`` events, by code object).
 _REFUSED_CODE: dict[CodeType, str] = {
@@ -114,13 +159,39 @@ _REFUSED_CODE: dict[CodeType, str] = {
     **{getattr(_random.Random, name).__code__: f"random.{name} bound by name (from random import {name}) reads or "
                                                f"changes the process's generator, not the run's: call it as "
                                                f"random.{name}(...)" for name in ("seed", *_STATEFUL)},
+    threading.Thread.start.__code__: "workflow code cannot run threads (threading.Thread.start): what a thread "
+                                     "does is neither recorded nor replayed; put the work in a @step",
 }
+_SEED = _random.Random.seed.__code__
+_UNSEEDED = ("random.Random() without a seed seeds from the OS, which differs on every replay: use the random "
+             "module's functions (random.random(), random.choice(...): the run's generator) or seed it with a "
+             "value (random.Random(awsworld.random()))")
 _GLOBAL_ONLY = frozenset(getattr(_random.Random, name).__code__ for name in ("seed", *_STATEFUL))
 """Refused for the random module's own generator only (the run's generator runs the same code, and may)."""
 _REFUSED_NAMES = frozenset(code.co_name for code in _REFUSED_CODE)
 """The names of the refused functions: the profile hook sees every Python call of a workflow body, and a code
 object's hash is not cached (it hashes its constants, nested code included, on every lookup), while a name's is:
 a call is looked up by its code only when its name matches."""
+
+
+LOGGING_PACKAGES = frozenset({"logging", "loguru", "structlog"})
+"""Packages whose reads of the clock stamp a log line: what they read never reaches the workflow's calls, and a log
+line says when it was written (a replay's line, now; docs/concepts/determinism.md). So a logging call in a workflow
+body gets the real ``time.time()`` for its record (the standard library's ``LogRecord``), and a clock it reads
+itself (loguru's and structlog's ``datetime.now()``) is not refused."""
+_LOGGING_DEPTH = 12  # how many frames ``logging_call`` looks at for a refusal: a log call's handler, formatter...
+
+
+def logging_call(frame: FrameType | None, depth: int = _LOGGING_DEPTH) -> bool:
+    """Whether ``frame`` or one of its callers (``depth`` frames in all) is code of one of the
+    ``LOGGING_PACKAGES``: asked only of a call that reads the clock or would be refused, never of every call."""
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if str(frame.f_globals.get("__name__")).partition(".")[0] in LOGGING_PACKAGES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def active_execution() -> WorkflowRuntime | None:
@@ -139,16 +210,27 @@ def profile_hook(frame: FrameType, event: str, arg: object) -> None:
     ready callback, ``ReplayLoop.run_until_idle``) makes as few calls as it can."""
     if event == "c_call":
         refused = _REFUSED_C.get(arg)
+        if refused is None:
+            return
+        if isinstance(refused, WithoutTime):
+            if positional_arguments(frame) != refused.positional:
+                return
+            refused = refused.reason
     elif event == "call":
         code = frame.f_code
         if code.co_name not in _REFUSED_NAMES:
             return
         refused = _REFUSED_CODE.get(code)
-        if refused is not None and code in _GLOBAL_ONLY and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
+        if refused is None:
             return
+        if code in _GLOBAL_ONLY and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
+            # Another generator: its own state, which may be read and changed, but not seeded from the OS.
+            if code is not _SEED or frame.f_locals.get("a") is not None:
+                return
+            refused = _UNSEEDED
     else:
         return
-    if refused is not None and active_execution() is not None:
+    if active_execution() is not None and not logging_call(frame):
         raise DeterminismError(f"not allowed in a workflow body: {refused}")
 
 
@@ -206,13 +288,19 @@ def ensure_guard() -> None:
 
 
 def _patched_time() -> float:
-    """The same float as ``awsworld.now().timestamp()`` (``time_ns() / 1e9`` can differ in the last bit)."""
+    """The same float as ``awsworld.now().timestamp()`` (``time_ns() / 1e9`` can differ in the last bit); the real
+    time for a log record (``logging_call``: the standard library's ``LogRecord`` and structlog's ``TimeStamper``
+    call it themselves, so only the caller is looked at, not the 12 frames a refusal looks at)."""
     execution = active_execution()
-    return _ORIGINAL_TIME() if execution is None else execution.current_time().timestamp()
+    if execution is None or logging_call(inspect.currentframe(), 2):  # (this frame, then its caller's)
+        return _ORIGINAL_TIME()
+    return execution.current_time().timestamp()
 
 
 def _patched_time_ns() -> int:
-    return _ORIGINAL_TIME_NS() if active_execution() is None else time_ns()
+    if active_execution() is None or logging_call(inspect.currentframe(), 2):  # (a LogRecord's, on 3.13)
+        return _ORIGINAL_TIME_NS()
+    return time_ns()
 
 
 def _patched_uuid4() -> _uuid.UUID:

@@ -176,14 +176,17 @@ def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDiverge
     created = event.event_type.endswith(("_created", "_conflict"))
     log = log_call(event) if created else f"{event.event_type} of {event.correlation_id}"
     log_outline = log_call(event, values=False) if created else log
+    logged_step = event.correlation_id if event.event_type == "step_created" else None  # (its input, for the run)
     if code_op is not None:
         return divergence("kind", where, event, log, f"called {code_call(code_op)} there",
                           " (from this point on, the code's calls and the log's are not the same)",
+                          step_id=logged_step,
                           outline=(log_outline, f"called {code_call(code_op, values=False)} there"))
     if code_done:
         return divergence("extra-event", where, event, log, "returned before making that call",
-                          outline=(log_outline, "returned before making that call"))
+                          step_id=logged_step, outline=(log_outline, "returned before making that call"))
     return divergence("extra-event", where, event, log, "made no such call (it waits for something else here)",
+                      step_id=logged_step,
                       outline=(log_outline, "made no such call (it waits for something else here)"))
 
 

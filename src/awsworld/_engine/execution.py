@@ -325,7 +325,7 @@ class WorkflowExecution:
     def _apply_step(self, op: StepOp, kind: str, data: dict[str, Any], event: Event) -> None:
         if kind == "step_created":
             if data.get("stepName") != op.definition.name:
-                raise dv.calls("name", op, event)
+                raise dv.calls("name", op, event, step_id=op.id)
             logged = data.get("inputDigest")
             if "input" in data and logged is None:
                 logged = dv.input_digest(data["input"])  # a log from before digests, read with its inputs

@@ -59,8 +59,9 @@ class ReplayLoop(asyncio.AbstractEventLoop):
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any,
                    context: contextvars.Context | None = None) -> asyncio.TimerHandle:
         raise DeterminismError(
-            "timers are not available in workflow code (asyncio.sleep, wait_for/timeout with a deadline): "
-            "use awsworld.sleep(), which is durable"
+            "timers are not available in workflow code (asyncio.sleep, wait_for/timeout with a deadline, an async "
+            "client's own timeouts): use awsworld.sleep(), which is durable; bound a step's time with "
+            "@step(timeout=...), and put I/O in a @step"
         )
 
     def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
@@ -83,6 +84,10 @@ class ReplayLoop(asyncio.AbstractEventLoop):
 
     def get_debug(self) -> bool:
         return False
+
+    def get_task_factory(self) -> None:
+        """None: tasks are made by ``create_task`` (anyio, under httpx, asks before it makes one)."""
+        return None
 
     def is_running(self) -> bool:
         return self._running
@@ -140,6 +145,34 @@ class ReplayLoop(asyncio.AbstractEventLoop):
             determinism.leave(entered)
             self._running = False
             asyncio.events._set_running_loop(outer)
+
+
+IO_METHODS = (
+    "getaddrinfo", "getnameinfo", "create_connection", "create_server", "sendfile", "start_tls",
+    "create_unix_connection", "create_unix_server", "connect_accepted_socket", "create_datagram_endpoint",
+    "connect_read_pipe", "connect_write_pipe", "subprocess_shell", "subprocess_exec", "add_reader", "remove_reader",
+    "add_writer", "remove_writer", "sock_recv", "sock_recv_into", "sock_recvfrom", "sock_recvfrom_into",
+    "sock_sendall", "sock_sendto", "sock_connect", "sock_accept", "sock_sendfile", "add_signal_handler",
+    "remove_signal_handler",
+)
+"""The event loop's I/O methods (``asyncio.AbstractEventLoop``'s): what ``asyncio.open_connection``,
+``asyncio.create_subprocess_exec`` and an async client's connections (httpx through anyio) call. The abstract class
+raises a bare ``NotImplementedError`` for each; on the replay loop each raises ``DeterminismError`` naming the call
+and the fix instead."""
+
+
+def _refuses_io(name: str) -> Callable[..., Any]:
+    def refuse(self: ReplayLoop, *args: object, **kwargs: object) -> Any:
+        raise DeterminismError(
+            f"workflow code cannot do I/O (the event loop's {name}(): a connection, a subprocess, a file "
+            f"descriptor): what it reads is neither recorded nor replayed; put the I/O in a @step")
+
+    refuse.__name__ = refuse.__qualname__ = name
+    return refuse
+
+
+for _io_method in IO_METHODS:
+    setattr(ReplayLoop, _io_method, _refuses_io(_io_method))
 
 
 def _creation_number(task: asyncio.Task[Any]) -> int:

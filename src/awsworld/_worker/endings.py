@@ -154,7 +154,7 @@ class RunEndings:
         if step_id is not None:
             try:
                 step = await self.world.steps.get(self.run_id, step_id)
-                logged = dv.step_call(step.step_name, step.input)
+                logged = dv.step_call(step.step_name, step.input, whole=divergence.change == "name")
                 text = text.replace(divergence.log or "", logged, 1) if divergence.log else text
             except Exception:  # the message is best effort; the failure itself must be recorded
                 pass

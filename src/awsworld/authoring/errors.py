@@ -398,7 +398,9 @@ class WorkflowRunCancelledError(Exception):
 
 
 class DeterminismError(RuntimeError):
-    """Workflow code did something that cannot replay identically (I/O timers, threads on the replay loop)."""
+    """Workflow code did something that cannot replay identically: read the clock or the OS's entropy, started a
+    timer, a thread or asyncio I/O (the message names the call and the fix; docs/concepts/determinism.md lists
+    them)."""
 
 
 class CallNotAwaitedError(RuntimeError):
@@ -415,7 +417,8 @@ class ReplayDivergenceError(RuntimeError):
     ``position`` names where (``step 3``, ``hook 2``, ``the end of the log``), ``slot`` the log event, ``log`` what
     the log holds there and ``code`` what the code did instead (calls with their arguments, truncated), ``change``
     the kind of difference (``arguments``, ``name``, ``kind``, ``token``, ``duration``, ``extra-event``, ``end``);
-    ``step_id`` the step whose logged input differs (for ``arguments``); ``outline`` the message with every
+    ``step_id`` the step the log has there, whose logged input a failed run's message quotes (its arguments or
+    its name changed, or the code made another call or none there); ``outline`` the message with every
     argument list written ``(…)`` (what may be stored in plain text: ``_engine.divergence``).
     """
 
