@@ -374,7 +374,6 @@ STANDARD_LIBRARY_UNTOUCHED = """
 import asyncio, asyncio.tasks, datetime, random, sys, time, uuid
 
 MODULES = (time, uuid, random, asyncio, asyncio.tasks)
-random.Random("warm")  # fills random's own lazy cache of sha512 (3.13+: ``_sha512`` is None until a text seed)
 
 
 def snapshot():
