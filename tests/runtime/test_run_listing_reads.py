@@ -15,6 +15,7 @@ from awsworld.aws import AWSWorld
 from awsworld.aws.keys import run_key
 from awsworld.aws.log.blocks import END_BLOCK
 from awsworld.local import LocalAWS
+from awsworld.world.entities import StructuredError
 
 
 @workflow(name="listingreads.fails")
@@ -63,7 +64,8 @@ async def _listed_errors(local: LocalAWS, world: AWSWorld) -> None:
     assert six == one, (one, six)  # (five more failed runs: five more Queries before)
     for run_id, error in errors.items():
         shown = (await world.runs.get(run_id, resolve_data="none")).error
-        assert error is not None and error == shown and error.message.endswith("refused"), (error, shown)
+        assert isinstance(error, StructuredError) and error == shown, (error, shown)
+        assert error.message.endswith("refused"), error
 
     # A run failed before its item kept the block: its error is read with a Query of its own, as before.
     older = next(iter(errors))
