@@ -349,26 +349,37 @@ def _patched_as_completed(fs: Iterable[Any], *args: Any, **kwargs: Any) -> Itera
 
 
 _ASYNCIO_TASKS_FILE = os.path.join("asyncio", "tasks.py")
+_ANYIO_SOCKETS_FILE = os.path.join("anyio", "_core", "_sockets.py")
+IO_REFUSAL = ("workflow code cannot do I/O ({call}): what it reads is neither recorded nor replayed; put the I/O in "
+              "a @step")
+"""The refusal of I/O in a workflow body, naming the ``call``: the replay loop's I/O methods
+(``replay_loop.IO_METHODS``) and anyio's connections (``refused_task_creation``)."""
 
 
-def check_task_creation() -> None:
-    """Called when the replay loop wraps a coroutine in a task: refuse the one pattern whose creation order
-    follows object ids (an ``as_completed`` bound by name, over bare coroutines)."""
+def refused_task_creation() -> str | None:
+    """Called when the replay loop wraps a coroutine in a task: the refusal of the two patterns it can see there,
+    or None. An ``as_completed`` bound by name over bare coroutines creates their tasks in object-id order; anyio's
+    ``connect_tcp`` (httpx's connections) to an IP address resolves nothing and starts a task per address (happy
+    eyeballs) under a cancel scope whose delay is a timer: refused inside anyio's scope, that timer broke anyio's
+    state ("Attempted to exit a cancel scope that isn't the current task's current cancel scope", whatever the
+    client's ``timeout``), so the task is refused as I/O first."""
     here = inspect.currentframe()
     caller = here.f_back if here is not None else None
     frame = caller.f_back if caller is not None else None  # the caller of the loop's create_task
     for _ in range(5):
         if frame is None:
-            return
+            return None
         code = frame.f_code
         if code.co_filename.endswith(_ASYNCIO_TASKS_FILE) and code.co_name in ("as_completed", "<setcomp>",
                                                                                 "__init__"):
-            raise DeterminismError(
-                "asyncio.as_completed() over bare coroutines creates their tasks in object-id order, which "
-                "differs between replays: pass tasks created in a fixed order "
-                "(as_completed([asyncio.create_task(c) for c in coroutines])) or call it as "
-                "asyncio.as_completed(...)")
+            return ("asyncio.as_completed() over bare coroutines creates their tasks in object-id order, which "
+                    "differs between replays: pass tasks created in a fixed order "
+                    "(as_completed([asyncio.create_task(c) for c in coroutines])) or call it as "
+                    "asyncio.as_completed(...)")
+        if code.co_filename.endswith(_ANYIO_SOCKETS_FILE):
+            return IO_REFUSAL.format(call=f"anyio.{code.co_name}(), as httpx connects: a connection")
         frame = frame.f_back
+    return None
 
 
 class _RoutedRandom(_random.Random):
