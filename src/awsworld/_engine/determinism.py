@@ -231,7 +231,34 @@ def profile_hook(frame: FrameType, event: str, arg: object) -> None:
     else:
         return
     if active_execution() is not None and not logging_call(frame):
+        _rearm_after_refusal(frame)
         raise DeterminismError(f"not allowed in a workflow body: {refused}")
+
+
+def _rearm_after_refusal(frame: FrameType) -> None:
+    """The interpreter removes a profile hook that raised (3.11 to 3.13), so a body that catches a refusal
+    (``except Exception:`` around a block) would run unguarded until its next await, where
+    ``ReplayLoop.run_until_idle`` puts the hook back. So before raising, ``profile_hook`` sets a one-shot trace
+    function on this thread (and on the refused call's frame and its caller's, which see the exception next): its
+    first event, as the refusal unwinds, puts the profile hook back and the trace function away, and the rest of
+    the stretch stays guarded. Only on a refusal (a trace function slows every call while it is set); not under a
+    tracer of your own (a debugger, coverage.py on 3.11), which is left alone: there the refusals stay off until
+    the next await, as before."""
+    if sys.gettrace() is not None:
+        return
+    frames = [frame] if frame.f_back is None else [frame, frame.f_back]
+
+    def rearm(_frame: FrameType, _event: str, _arg: object) -> None:
+        sys.settrace(None)
+        for traced in frames:
+            traced.f_trace = None  # pyright: ignore[reportAttributeAccessIssue]  (None: no local trace function)
+        frames.clear()
+        if active_execution() is not None:
+            ensure_guard()
+
+    for traced in frames:
+        traced.f_trace = rearm
+    sys.settrace(rearm)
 
 
 def enter() -> ProfileFunction | None:
