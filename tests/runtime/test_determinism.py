@@ -320,8 +320,12 @@ async def test_an_uncaught_refusal_fails_the_run_with_the_reason(e2e) -> None:
     run = await e2e.start(reads_the_clock)
     with pytest.raises(WorkflowRunFailedError) as failed:
         await run.result(timeout=30)
-    assert failed.value.error_type == "DeterminismError" or "DeterminismError" in str(failed.value)
-    assert "datetime.now() differs on every replay: use awsworld.now()" in str(failed.value)
+    assert failed.value.error_type == "DeterminismError"
+    # which workflow (its message said only the run id) and where: the body's line, in the stored traceback chained
+    assert str(failed.value) == (f"run {run.run_id} (runtime.test_determinism.reads_the_clock) failed: not allowed in "
+                                 "a workflow body: datetime.now() differs on every replay: use awsworld.now()")
+    assert failed.value.workflow_name == "runtime.test_determinism.reads_the_clock"
+    assert "in reads_the_clock\n    return datetime.now(UTC).isoformat()" in str(failed.value.__cause__)
 
 
 @step
