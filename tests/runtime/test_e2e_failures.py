@@ -107,7 +107,8 @@ async def test_a_dropped_step_or_child_call_fails_the_run_instead_of_completing_
         await run.result(timeout=30)
     message = str(failed.value)
     assert message.startswith(
-        f"run {run.run_id} (failures.drops_calls) failed: step 'failures.charge' was called at {HERE}, line {DROPS_LINE} and never awaited; "
+        f"run {run.run_id} (failures.drops_calls) failed: step 'failures.charge' was called at {HERE}, "
+        f"line {DROPS_LINE} and never awaited; "
         f"child workflow 'failures.child' was called at {HERE}, line {DROPS_LINE + 1} and never awaited; "
         f"step 'failures.charge' was called at {HERE}, line {DROPS_LINE + 2} and never awaited: "), message
     assert [e.event_type for e in await run.events() if e.event_type.startswith("step_")] == [], "nothing ran"

@@ -155,7 +155,8 @@ async def test_a_run_input_its_workflow_no_longer_takes_diverges_naming_the_para
             REGISTRY.workflows["unreadable.ordered"] = original
         assert failed.value.code == CORRUPTED_EVENT_LOG, failed.value
         assert str(failed.value) == (
-            f"run {run.run_id} (unreadable.ordered) failed: replaying this run could not call its workflow with the input its log "
+            f"run {run.run_id} (unreadable.ordered) failed: replaying this run could not call its workflow with the "
+            "input its log "
             "records: the run's input (event 1): the log has the run's input ('O-3', 10.0) recorded, the code takes "
             "ordered(order_id, amount, express), which it does not fit: missing a "
             "required argument: 'express' (the workflow's parameters changed since the run started: give a "

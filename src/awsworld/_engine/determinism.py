@@ -48,7 +48,8 @@ another thread calling them meanwhile (a step body running in a worker thread) g
 replacement answers with the standard library's function unless its caller is a workflow body. The refusals use a
 per-thread profile hook active over the same stretch (a ``sys.setprofile`` profiler of your own is suspended
 meanwhile; a C-level profiler such as cProfile cannot be suspended and put back from Python, so it keeps running
-and the refusals are off under it).
+and the refusals are off under it). The interpreter removes a profile hook that raised; a refusal the body catches
+leaves it on all the same (``_rearm_after_refusal``).
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ def _rearm_after_refusal(frame: FrameType) -> None:
     function on this thread (and on the refused call's frame and its caller's, which see the exception next): its
     first event, as the refusal unwinds, puts the profile hook back and the trace function away, and the rest of
     the stretch stays guarded. Only on a refusal (a trace function slows every call while it is set); not under a
-    tracer of your own (a debugger, coverage.py on 3.11), which is left alone: there the refusals stay off until
+    tracer of your own (a debugger, coverage on 3.11), which is left alone: there the refusals stay off until
     the next await, as before."""
     if sys.gettrace() is not None:
         return

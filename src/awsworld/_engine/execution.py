@@ -783,9 +783,10 @@ def _refusal_in(group: BaseExceptionGroup[BaseException]) -> DeterminismError | 
     (``asyncio.TaskGroup``, anyio's under httpx) reaches the body wrapped in one, and the run fails with the
     refusal, which says what to do, rather than with "unhandled errors in a TaskGroup"."""
     for error in group.exceptions:
-        found = _refusal_in(error) if isinstance(error, BaseExceptionGroup) else error
-        if isinstance(found, DeterminismError):
-            return found
+        if isinstance(error, BaseExceptionGroup):
+            error = _refusal_in(cast("BaseExceptionGroup[BaseException]", error))
+        if isinstance(error, DeterminismError):
+            return error
     return None
 
 

@@ -281,7 +281,8 @@ class WorkflowRunFailedError(Exception):
     def __init__(self, run_id: str, message: str, code: str | None = None, error_type: str | None = None, *,
                  details: dict[str, Any] | None = None, workflow_name: str | None = None) -> None:
         named = f" ({workflow_name})" if workflow_name else ""  # as the failure's log line and ChildWorkflowError say
-        Exception.__init__(self, f"run {run_id}{named} failed: {message}")  # not super()'s: a rebuilt type's must not run
+        # (not super()'s: a rebuilt type's must not run)
+        Exception.__init__(self, f"run {run_id}{named} failed: {message}")
         self.run_id = run_id
         self.workflow_name = workflow_name
         self.code = code
