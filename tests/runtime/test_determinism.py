@@ -261,6 +261,27 @@ async def test_a_caught_refusal_leaves_the_guard_on_until_the_next_await(e2e) ->
     assert await e2e.run(catches_refusals_broadly) == ["DeterminismError"] * 5
 
 
+async def test_a_caught_refusal_leaves_a_tracer_of_your_own_in_place() -> None:
+    # Re-arming sets a trace function for a moment; under a debugger's or coverage's it is not done, and theirs stays.
+    from awsworld.testing import WorkflowTestEnv
+
+    traced: list[str] = []
+
+    def tracer(frame: Any, event: str, arg: object) -> None:
+        traced.append(frame.f_code.co_name)
+
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(catches_refusals_broadly)
+        sys.settrace(tracer)
+        try:
+            outcomes = await run.result()
+            kept = sys.gettrace()
+        finally:
+            sys.settrace(None)
+    assert kept is tracer
+    assert outcomes[0] == "DeterminismError" and "catches_refusals_broadly" in traced
+
+
 @step
 async def quick() -> int:
     return 1
