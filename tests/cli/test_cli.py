@@ -882,7 +882,7 @@ def test_events_show_values_shortened_and_full(dev: Dev) -> None:
     events = json.loads(rows.out)
     assert events[-1]["eventType"] == "run_completed" and events[-1]["value"] == long
     line = result.one_line_error(1)
-    assert "failed" in line and "no stock" in line
+    assert f"run {failed} (clitest.fail) failed: " in line and "no stock" in line, line  # which workflow, too
     assert json.loads(result_json.out)["status"] == "failed" and result_json.code == 1
     assert "error ValueError: no stock" in failed_events.out
 

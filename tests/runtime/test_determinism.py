@@ -132,9 +132,8 @@ async def tries_refused_calls() -> dict[str, str]:
         try:
             call()
             outcomes[name] = "allowed"
-        except DeterminismError as refused:
+        except DeterminismError as refused:  # (no await between them: a caught refusal leaves the guard on)
             outcomes[name] = str(refused)
-        await asyncio.sleep(0)  # a refusal that was caught re-arms the guard at the next await
     coroutines = [real_values() for _ in range(3)]
     try:
         for done in determinism._ORIGINAL_AS_COMPLETED(coroutines):  # as_completed bound before awsworld
@@ -246,6 +245,94 @@ async def test_a_log_line_from_a_body_is_stamped_with_the_real_time_and_its_hand
 
 
 @workflow
+async def catches_refusals_broadly() -> list[str]:
+    outcomes = []
+    for call in (lambda: datetime.now(UTC), lambda: datetime.now(UTC), uuid.uuid1, _start_a_thread, time.localtime):
+        try:
+            call()
+            outcomes.append("allowed")
+        except Exception as refused:  # (what user code around a block does)
+            outcomes.append(type(refused).__name__)
+    return outcomes
+
+
+async def test_a_caught_refusal_leaves_the_guard_on_until_the_next_await(e2e) -> None:
+    # The interpreter removes a profile hook that raised: the second datetime.now() was allowed.
+    assert await e2e.run(catches_refusals_broadly) == ["DeterminismError"] * 5
+
+
+async def test_a_caught_refusal_leaves_a_tracer_of_your_own_in_place() -> None:
+    # Re-arming sets a trace function for a moment; under a debugger's or coverage's it is not done, and theirs stays.
+    from awsworld.testing import WorkflowTestEnv
+
+    traced: list[str] = []
+
+    def tracer(frame: Any, event: str, arg: object) -> None:
+        traced.append(frame.f_code.co_name)
+
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(catches_refusals_broadly)
+        sys.settrace(tracer)
+        try:
+            outcomes = await run.result()
+            kept = sys.gettrace()
+        finally:
+            sys.settrace(None)
+    assert kept is tracer
+    assert outcomes[0] == "DeterminismError" and "catches_refusals_broadly" in traced
+
+
+@step
+async def quick() -> int:
+    return 1
+
+
+@workflow
+async def catches_a_refused_wait_for() -> str:
+    try:
+        return str(await asyncio.wait_for(quick(), 5))
+    except DeterminismError:
+        return "caught"
+
+
+async def test_a_caught_refused_wait_for_fails_the_run_with_the_refusal_not_a_missing_await(e2e) -> None:
+    run = await e2e.start(catches_a_refused_wait_for)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    assert failed.value.error_type == "DeterminismError", str(failed.value)  # was CallNotAwaitedError, "write await"
+    assert "bound a step's time with @step(timeout=...)" in str(failed.value)
+    assert "caught by the workflow" in str(failed.value) and "never ran" in str(failed.value)
+
+
+@workflow
+async def gets_with_httpx_without_a_timeout() -> int:
+    async with httpx.AsyncClient(timeout=None) as client:
+        return (await client.get("http://127.0.0.1:9/")).status_code
+
+
+@workflow
+async def reads_the_clock_in_a_task_group() -> None:
+    async with asyncio.TaskGroup() as group:
+        group.create_task(reads_the_clock_in_a_task())
+
+
+async def reads_the_clock_in_a_task() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@pytest.mark.parametrize("body", [gets_with_httpx_without_a_timeout, reads_the_clock_in_a_task_group])
+async def test_a_refusal_under_anyio_or_in_a_task_group_fails_the_run_with_what_to_do(e2e, body) -> None:
+    # httpx to an IP address without a timeout ended in anyio's "Attempted to exit a cancel scope that isn't the
+    # current tasks's current cancel scope"; a refusal in a task group's task, in "unhandled errors in a TaskGroup"
+    run = await e2e.start(body)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    assert failed.value.error_type == "DeterminismError", str(failed.value)
+    assert ("anyio.connect_tcp(), as httpx connects" if body is gets_with_httpx_without_a_timeout
+            else "datetime.now()") in str(failed.value)
+
+
+@workflow
 async def reads_the_clock() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -254,8 +341,12 @@ async def test_an_uncaught_refusal_fails_the_run_with_the_reason(e2e) -> None:
     run = await e2e.start(reads_the_clock)
     with pytest.raises(WorkflowRunFailedError) as failed:
         await run.result(timeout=30)
-    assert failed.value.error_type == "DeterminismError" or "DeterminismError" in str(failed.value)
-    assert "datetime.now() differs on every replay: use awsworld.now()" in str(failed.value)
+    assert failed.value.error_type == "DeterminismError"
+    # which workflow (its message said only the run id) and where: the body's line, in the stored traceback chained
+    assert str(failed.value) == (f"run {run.run_id} (runtime.test_determinism.reads_the_clock) failed: not allowed in "
+                                 "a workflow body: datetime.now() differs on every replay: use awsworld.now()")
+    assert failed.value.workflow_name == "runtime.test_determinism.reads_the_clock"
+    assert "in reads_the_clock\n    return datetime.now(UTC).isoformat()" in str(failed.value.__cause__)
 
 
 @step

@@ -245,4 +245,5 @@ async def test_a_rebuilt_error_prints_as_the_awsworld_error_whatever_the_origina
         await failed_run.result(timeout=60)
     assert isinstance(failed.value, Rejected)
     assert repr(failed.value) == f"WorkflowRunFailedError({str(failed.value)!r})"
-    assert str(failed.value).startswith(f"run {failed_run.run_id} failed: step 'caught.reject' failed")
+    assert str(failed.value).startswith(
+        f"run {failed_run.run_id} (caught.lets_through) failed: step 'caught.reject' failed")

@@ -540,7 +540,7 @@ async def test_a_run_whose_key_is_lost_is_failed_by_the_cli_and_its_error_reads_
     code, text = outputs["describe"]
     assert code == 0 and said in text and "this error cannot be read" not in text, text
     code, text = outputs["result"]
-    assert code == 1 and f"run {run_id} failed: {said}" in text, text
+    assert code == 1 and f"run {run_id} (tests.encryption.waits) failed: {said}" in text, text
     world = AWSWorld(encrypted.config)
     try:
         transport = httpx.ASGITransport(app=create_app(world))

@@ -208,7 +208,8 @@ RAISED = 'raise Declined(f"card declined for {amount}")'  # the line of the body
 async def test_a_child_runs_failure_the_parent_lets_through_is_raised_as_the_childs_type(e2e: E2E, mode: str) -> None:
     run = await e2e.start(parent_pays, mode, 12)
     child = f"{run.run_id}.step_1"
-    with pytest.raises(Declined, match=rf"^run {re.escape(run.run_id)} failed: child run {re.escape(child)} "
+    with pytest.raises(Declined, match=rf"^run {re.escape(run.run_id)} \(causes\.parent_pays\) failed: child run "
+                                       rf"{re.escape(child)} "
                                        r"\(causes\.child_pays\) failed: .*card declined for 12$") as failed:
         await run.result(timeout=30)
     error = failed.value
@@ -304,7 +305,7 @@ async def test_describe_and_result_of_the_parent_show_the_child_run_and_its_type
         assert (details["childRunId"], details["childWorkflowName"]) == (child, "causes.child_pays")
         assert details["cause"]["type"] == f"{__name__}.Declined" and RAISED in details["cause"]["stack"]
     assert result["status"] == "failed"
-    assert result_text is None or f"run {run.run_id} failed: {summary}" in result_text, result_text
+    assert result_text is None or f"run {run.run_id} (causes.parent_pays) failed: {summary}" in result_text, result_text
     # The hint named `events`, which shows neither the failing step's traceback nor the workflow's without --full.
     assert result_text is None or result_text.endswith(
         f"(hint: `awsworld describe {run.run_id}` shows where, with the tracebacks)"), result_text

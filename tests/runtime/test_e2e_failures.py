@@ -75,7 +75,7 @@ async def test_a_step_called_without_await_is_named_with_the_fix(e2e) -> None:
     run = await e2e.start(forgets_await, "A-17")
     with pytest.raises(CallNotAwaitedError) as failed:
         await run.result(timeout=30)
-    assert str(failed.value) == f"run {run.run_id} failed: " + (
+    assert str(failed.value) == f"run {run.run_id} (failures.forgets_await) failed: " + (
         f"step 'failures.charge' was called at {HERE}, line {FORGETS_LINE} and never awaited: its call made a "
         "coroutine that nothing ran, so it did not run (write `await` before the call, or pass several calls to "
         "asyncio.gather)"), failed.value
@@ -107,7 +107,8 @@ async def test_a_dropped_step_or_child_call_fails_the_run_instead_of_completing_
         await run.result(timeout=30)
     message = str(failed.value)
     assert message.startswith(
-        f"run {run.run_id} failed: step 'failures.charge' was called at {HERE}, line {DROPS_LINE} and never awaited; "
+        f"run {run.run_id} (failures.drops_calls) failed: step 'failures.charge' was called at {HERE}, "
+        f"line {DROPS_LINE} and never awaited; "
         f"child workflow 'failures.child' was called at {HERE}, line {DROPS_LINE + 1} and never awaited; "
         f"step 'failures.charge' was called at {HERE}, line {DROPS_LINE + 2} and never awaited: "), message
     assert [e.event_type for e in await run.events() if e.event_type.startswith("step_")] == [], "nothing ran"
@@ -132,7 +133,7 @@ async def test_a_dropped_sleep_child_start_or_batch_fails_the_run_instead_of_com
     run = await e2e.start(drops_waits, "A-20")
     with pytest.raises(CallNotAwaitedError) as failed:
         await run.result(timeout=30)
-    assert str(failed.value) == f"run {run.run_id} failed: " + "; ".join(
+    assert str(failed.value) == f"run {run.run_id} (failures.drops_waits) failed: " + "; ".join(
         f"{what} was called at {HERE}, line {WAITS_LINE + offset} and never awaited"
         for offset, what in enumerate(["awsworld.sleep()", "awsworld.start_child()", "awsworld.map()",
                                        "awsworld.poll_until()"])) + (

@@ -89,9 +89,9 @@ async def test_a_step_result_whose_model_gained_a_required_field_fails_the_repla
             await run.result(timeout=10)  # before: a TimeoutError, the run never ended
         assert failed.value.code == CORRUPTED_EVENT_LOG, failed.value
         message = str(failed.value)
-        assert message.startswith(f"run {run_id} failed: replaying this run could not read a value its log records: "
-                                  "step 1 (event 5): the log has the result of step 'unreadable.quote' (step_1) "
-                                  "recorded, the code cannot read it: "), message
+        assert message.startswith(f"run {run_id} (unreadable.priced) failed: replaying this run could not read a "
+                                  "value its log records: step 1 (event 5): the log has the result of step "
+                                  "'unreadable.quote' (step_1) recorded, the code cannot read it: "), message
         assert "currency\n  Field required" in message and message.endswith(NOTE), message
 
         with edited():
@@ -112,7 +112,8 @@ async def test_a_run_input_whose_model_gained_a_required_field_diverges_on_repla
             await run.result(timeout=10)
         assert failed.value.code == CORRUPTED_EVENT_LOG, failed.value
         assert str(failed.value).startswith(  # before: "the code returned before making that call" (hook 1)
-            f"run {run_id} failed: replaying this run could not read a value its log records: the run's input "
+            f"run {run_id} (unreadable.given) failed: replaying this run could not read a value its log records: "
+            "the run's input "
             "(event 1): the log has the input of workflow 'unreadable.given' recorded, the code cannot read it: "), \
             failed.value
         with edited():
@@ -154,7 +155,8 @@ async def test_a_run_input_its_workflow_no_longer_takes_diverges_naming_the_para
             REGISTRY.workflows["unreadable.ordered"] = original
         assert failed.value.code == CORRUPTED_EVENT_LOG, failed.value
         assert str(failed.value) == (
-            f"run {run.run_id} failed: replaying this run could not call its workflow with the input its log "
+            f"run {run.run_id} (unreadable.ordered) failed: replaying this run could not call its workflow with the "
+            "input its log "
             "records: the run's input (event 1): the log has the run's input ('O-3', 10.0) recorded, the code takes "
             "ordered(order_id, amount, express), which it does not fit: missing a "
             "required argument: 'express' (the workflow's parameters changed since the run started: give a "

@@ -48,7 +48,8 @@ another thread calling them meanwhile (a step body running in a worker thread) g
 replacement answers with the standard library's function unless its caller is a workflow body. The refusals use a
 per-thread profile hook active over the same stretch (a ``sys.setprofile`` profiler of your own is suspended
 meanwhile; a C-level profiler such as cProfile cannot be suspended and put back from Python, so it keeps running
-and the refusals are off under it).
+and the refusals are off under it). The interpreter removes a profile hook that raised; a refusal the body catches
+leaves it on all the same (``_rearm_after_refusal``).
 """
 
 from __future__ import annotations
@@ -231,7 +232,34 @@ def profile_hook(frame: FrameType, event: str, arg: object) -> None:
     else:
         return
     if active_execution() is not None and not logging_call(frame):
+        _rearm_after_refusal(frame)
         raise DeterminismError(f"not allowed in a workflow body: {refused}")
+
+
+def _rearm_after_refusal(frame: FrameType) -> None:
+    """The interpreter removes a profile hook that raised (3.11 to 3.13), so a body that catches a refusal
+    (``except Exception:`` around a block) would run unguarded until its next await, where
+    ``ReplayLoop.run_until_idle`` puts the hook back. So before raising, ``profile_hook`` sets a one-shot trace
+    function on this thread (and on the refused call's frame and its caller's, which see the exception next): its
+    first event, as the refusal unwinds, puts the profile hook back and the trace function away, and the rest of
+    the stretch stays guarded. Only on a refusal (a trace function slows every call while it is set); not under a
+    tracer of your own (a debugger, coverage on 3.11), which is left alone: there the refusals stay off until
+    the next await, as before."""
+    if sys.gettrace() is not None:
+        return
+    frames = [frame] if frame.f_back is None else [frame, frame.f_back]
+
+    def rearm(_frame: FrameType, _event: str, _arg: object) -> None:
+        sys.settrace(None)
+        for traced in frames:
+            traced.f_trace = None  # pyright: ignore[reportAttributeAccessIssue]  (None: no local trace function)
+        frames.clear()
+        if active_execution() is not None:
+            ensure_guard()
+
+    for traced in frames:
+        traced.f_trace = rearm
+    sys.settrace(rearm)
 
 
 def enter() -> ProfileFunction | None:
@@ -349,26 +377,37 @@ def _patched_as_completed(fs: Iterable[Any], *args: Any, **kwargs: Any) -> Itera
 
 
 _ASYNCIO_TASKS_FILE = os.path.join("asyncio", "tasks.py")
+_ANYIO_SOCKETS_FILE = os.path.join("anyio", "_core", "_sockets.py")
+IO_REFUSAL = ("workflow code cannot do I/O ({call}): what it reads is neither recorded nor replayed; put the I/O in "
+              "a @step")
+"""The refusal of I/O in a workflow body, naming the ``call``: the replay loop's I/O methods
+(``replay_loop.IO_METHODS``) and anyio's connections (``refused_task_creation``)."""
 
 
-def check_task_creation() -> None:
-    """Called when the replay loop wraps a coroutine in a task: refuse the one pattern whose creation order
-    follows object ids (an ``as_completed`` bound by name, over bare coroutines)."""
+def refused_task_creation() -> str | None:
+    """Called when the replay loop wraps a coroutine in a task: the refusal of the two patterns it can see there,
+    or None. An ``as_completed`` bound by name over bare coroutines creates their tasks in object-id order; anyio's
+    ``connect_tcp`` (httpx's connections) to an IP address resolves nothing and starts a task per address (happy
+    eyeballs) under a cancel scope whose delay is a timer: refused inside anyio's scope, that timer broke anyio's
+    state ("Attempted to exit a cancel scope that isn't the current task's current cancel scope", whatever the
+    client's ``timeout``), so the task is refused as I/O first."""
     here = inspect.currentframe()
     caller = here.f_back if here is not None else None
     frame = caller.f_back if caller is not None else None  # the caller of the loop's create_task
     for _ in range(5):
         if frame is None:
-            return
+            return None
         code = frame.f_code
         if code.co_filename.endswith(_ASYNCIO_TASKS_FILE) and code.co_name in ("as_completed", "<setcomp>",
                                                                                 "__init__"):
-            raise DeterminismError(
-                "asyncio.as_completed() over bare coroutines creates their tasks in object-id order, which "
-                "differs between replays: pass tasks created in a fixed order "
-                "(as_completed([asyncio.create_task(c) for c in coroutines])) or call it as "
-                "asyncio.as_completed(...)")
+            return ("asyncio.as_completed() over bare coroutines creates their tasks in object-id order, which "
+                    "differs between replays: pass tasks created in a fixed order "
+                    "(as_completed([asyncio.create_task(c) for c in coroutines])) or call it as "
+                    "asyncio.as_completed(...)")
+        if code.co_filename.endswith(_ANYIO_SOCKETS_FILE):
+            return IO_REFUSAL.format(call=f"anyio.{code.co_name}(), as httpx connects: a connection")
         frame = frame.f_back
+    return None
 
 
 class _RoutedRandom(_random.Random):

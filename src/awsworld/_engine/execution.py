@@ -44,6 +44,7 @@ from ..authoring.errors import (
     STEP_CANCELLED,
     CallNotAwaitedError,
     CodecError,
+    DeterminismError,
     FatalError,
     HookConflictError,
     ReplayDivergenceError,
@@ -260,7 +261,13 @@ class WorkflowExecution:
             call = self._input(raw)
         if fresh:
             self.definition.check_arguments(tuple(call.args), call.kwargs)
-        result = await exit_contained(self.definition.fn(*call.args, **call.kwargs))  # sys.exit(): the run fails
+        try:
+            result = await exit_contained(self.definition.fn(*call.args, **call.kwargs))  # sys.exit(): the run fails
+        except BaseExceptionGroup as group:
+            refusal = _refusal_in(group)
+            if refusal is None:
+                raise
+            raise refusal from None
         self._check_awaited()
         return result
 
@@ -272,6 +279,12 @@ class WorkflowExecution:
                  if inspect.getcoroutinestate(call) == inspect.CORO_CREATED]
         if never:
             self._close_calls()
+            if self.loop.refusal is not None:  # a refused timer, caught: wait_for(step(), 5) never ran the step
+                raise DeterminismError(
+                    f"{self.loop.refusal} (caught by the workflow, which then returned: "
+                    + "; ".join(f"{kind}{f' {name!r}' if name else ''} called{_where(path, line)}"
+                                for kind, name, path, line in never)
+                    + " never ran)")
             raise CallNotAwaitedError(
                 "; ".join(f"{kind}{f' {name!r}' if name else ''} was called{_where(path, line)} and never awaited"
                           for kind, name, path, line in never)
@@ -762,6 +775,18 @@ def _unbound(fn: Callable[..., Any], call: json_data.Call) -> tuple[str, TypeErr
         bare = signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
                                  return_annotation=inspect.Signature.empty)
         return str(bare), error
+    return None
+
+
+def _refusal_in(group: BaseExceptionGroup[BaseException]) -> DeterminismError | None:
+    """The first refusal in an exception group the body let through: a refusal raised in a task group's task
+    (``asyncio.TaskGroup``, anyio's under httpx) reaches the body wrapped in one, and the run fails with the
+    refusal, which says what to do, rather than with "unhandled errors in a TaskGroup"."""
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            error = _refusal_in(cast("BaseExceptionGroup[BaseException]", error))
+        if isinstance(error, DeterminismError):
+            return error
     return None
 
 

@@ -44,6 +44,15 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         self._exception_handler: Any = None
         self.unhandled: list[dict[str, Any]] = []
         self._tasks_created = 0
+        self.refusal: DeterminismError | None = None
+        """The last refusal this loop raised (a timer, a thread, I/O): a body that catches it and returns with a call
+        never awaited (``asyncio.wait_for(step(), 5)``: the timer is refused before the step's coroutine runs) fails
+        with it, not with ``CallNotAwaitedError`` (``_engine/execution.py``, ``_check_awaited``)."""
+
+    def refuse(self, message: str) -> DeterminismError:
+        """The refusal to raise, kept as ``refusal``."""
+        self.refusal = DeterminismError(message)
+        return self.refusal
 
     # -- what tasks and futures call
     def call_soon(self, callback: Callable[..., Any], *args: Any,
@@ -58,7 +67,7 @@ class ReplayLoop(asyncio.AbstractEventLoop):
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any,
                    context: contextvars.Context | None = None) -> asyncio.TimerHandle:
-        raise DeterminismError(
+        raise self.refuse(
             "timers are not available in workflow code (asyncio.sleep, wait_for/timeout with a deadline, an async "
             "client's own timeouts): use awsworld.sleep(), which is durable; bound a step's time with "
             "@step(timeout=...), and put I/O in a @step"
@@ -76,7 +85,9 @@ class ReplayLoop(asyncio.AbstractEventLoop):
 
     def create_task(self, coro: Coroutine[Any, Any, T] | Generator[Any, None, T], *, name: str | None = None,
                     context: contextvars.Context | None = None) -> asyncio.Task[T]:
-        determinism.check_task_creation()
+        refused = determinism.refused_task_creation()
+        if refused is not None:
+            raise self.refuse(refused)
         task = ReplayTask(coro, loop=self, name=name, context=context)
         self._tasks_created += 1
         task.creation_number = self._tasks_created
@@ -119,7 +130,7 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         self._exception_handler = handler
 
     def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> Any:
-        raise DeterminismError("workflow code cannot run threads: put the work in a @step")
+        raise self.refuse("workflow code cannot run threads: put the work in a @step")
 
     # -- what the replay engine calls
     def run_until_idle(self) -> None:
@@ -163,9 +174,8 @@ and the fix instead."""
 
 def _refuses_io(name: str) -> Callable[..., Any]:
     def refuse(self: ReplayLoop, *args: object, **kwargs: object) -> Any:
-        raise DeterminismError(
-            f"workflow code cannot do I/O (the event loop's {name}(): a connection, a subprocess, a file "
-            f"descriptor): what it reads is neither recorded nor replayed; put the I/O in a @step")
+        raise self.refuse(determinism.IO_REFUSAL.format(
+            call=f"the event loop's {name}(): a connection, a subprocess, a file descriptor"))
 
     refuse.__name__ = refuse.__qualname__ = name
     return refuse

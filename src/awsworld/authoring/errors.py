@@ -274,12 +274,17 @@ class WorkflowRunFailedError(Exception):
     error's bare message (the step's, the innermost child's, the body's), as ``StepError.message`` is in a
     workflow, so ``except Declined as error: error.message`` reads the same in a test as in workflow code.
     ``code`` is the run's error code (``USER_ERROR``), except on a rebuilt ``HookFailedError``, where it is the
-    code its sender gave ``fail_hook`` (``client/client.py``, ``failed_run_error``), as that class documents."""
+    code its sender gave ``fail_hook`` (``client/client.py``, ``failed_run_error``), as that class documents.
+    ``workflow_name`` names the run's workflow, in the message too (``run wrun_… (orders.process) failed: …``): a
+    refusal's or a divergence's message says what and where in the body, not which workflow."""
 
     def __init__(self, run_id: str, message: str, code: str | None = None, error_type: str | None = None, *,
-                 details: dict[str, Any] | None = None) -> None:
-        Exception.__init__(self, f"run {run_id} failed: {message}")  # not super()'s: a rebuilt type's must not run
+                 details: dict[str, Any] | None = None, workflow_name: str | None = None) -> None:
+        named = f" ({workflow_name})" if workflow_name else ""  # as the failure's log line and ChildWorkflowError say
+        # (not super()'s: a rebuilt type's must not run)
+        Exception.__init__(self, f"run {run_id}{named} failed: {message}")
         self.run_id = run_id
+        self.workflow_name = workflow_name
         self.code = code
         self.error_type = error_type
         self.details: dict[str, Any] = details or {}

@@ -574,8 +574,8 @@ def _result(args: argparse.Namespace) -> int:
                 print(compact(readable_value(view.output) if sdk_run(view) is not None else view.output))
                 return 0
             if view.status == "failed":
-                raise CliError(f"run {view.run_id} failed: {outcome['error']}", _failed_hint(view.run_id,
-                                                                                          view.error_code))
+                raise CliError(f"run {view.run_id} ({view.workflow_name}) failed: {outcome['error']}",
+                               _failed_hint(view.run_id, view.error_code))
             if view.status == "cancelled":
                 reason = outcome.get("reason")
                 raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))

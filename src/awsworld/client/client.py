@@ -310,7 +310,8 @@ def failed_run_error(run: RunView) -> WorkflowRunFailedError:
     details = error.model_dump(by_alias=True, exclude_none=True) if error else None
     original = original_error(details or {})
     error = rebuild(WorkflowRunFailedError, lambda kind: kind(run.run_id, message, code=run.error_code,
-                                                              error_type=name, details=details),
+                                                              error_type=name, details=details,
+                                                              workflow_name=run.workflow_name),
                     original.get("type"), original.get("name"))
     if isinstance(error, HookFailedError):  # its sender's code, as the class says (the run's is USER_ERROR always)
         sender_code = original.get("code")

@@ -67,7 +67,8 @@ async def test_a_bodys_error_is_raised_as_its_type(client) -> None:
         await run.result(timeout=60)
     assert isinstance(info.value, ValueError) and isinstance(info.value, WorkflowRunFailedError)
     assert info.value.run_id == run.run_id and info.value.error_type == "OrderRejected"
-    assert str(info.value) == f"run {run.run_id} failed: order A-2 rejected: out of stock"  # the run's, as stored
+    # the run's, as stored, after its workflow's name
+    assert str(info.value) == f"run {run.run_id} (user.review) failed: order A-2 rejected: out of stock"
 
 
 async def test_a_type_that_cannot_be_found_again_is_a_plain_run_failure(client) -> None:
