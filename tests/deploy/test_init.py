@@ -568,6 +568,12 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         (project / path).write_text(text)
     done = awsworld("init", str(project), "--module", "myapp.orders", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    # The World server as docs/how-to/world-over-http.md turns it on in an app init wrote: else its function's
+    # artifact is a placeholder (tests/deploy/test_build.py), and this test imports the built World server.
+    samconfig = project / "samconfig.toml"
+    samconfig.write_text(samconfig.read_text().replace('Modules=\\"myapp.orders\\"',
+                                                       'Modules=\\"myapp.orders\\" WorldServer=\\"true\\"', 1))
+    assert 'WorldServer=\\"true\\"' in samconfig.read_text()
 
     # The next steps init printed, as a user pastes them (all but the deploy): awsworld is not on PyPI, so they
     # build its wheel from where this awsworld was installed (this checkout) and point sam build's pip at it.
