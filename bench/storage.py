@@ -107,11 +107,16 @@ def median_ms(action: Callable[[], None], budget_s: float, min_reps: int = 3, ma
 
 
 
+def scratch_table_parameters(table: str) -> dict[str, Any]:
+    """awsworld's table (``create_table_parameters``) without its deletion protection: the bench deletes it."""
+    return create_table_parameters(table) | {"DeletionProtectionEnabled": False}
+
+
 def measure(name: str, ddb: Any, fill: Callable[[str, int, int], None], sizes: tuple[int, ...],
             budget_s: float) -> list[float]:
     """ms per transaction on a fresh table as it grows through ``sizes`` (the writes themselves count)."""
     table = f"bench-{uuid.uuid4().hex[:8]}"
-    ddb.create_table(**create_table_parameters(table))
+    ddb.create_table(**scratch_table_parameters(table))
     writer, filled, figures = Writer(ddb, table), 0, []
     try:
         for size in sizes:
@@ -132,7 +137,7 @@ def measure(name: str, ddb: Any, fill: Callable[[str, int, int], None], sizes: t
 def warm_up(ddb: Any, calls: int = 60) -> None:
     """Run the transaction on a throwaway table first, so no figure includes JIT compilation or first calls."""
     table = f"warm-{uuid.uuid4().hex[:8]}"
-    ddb.create_table(**create_table_parameters(table))
+    ddb.create_table(**scratch_table_parameters(table))
     writer = Writer(ddb, table)
     for _ in range(calls):
         writer.write()
@@ -165,7 +170,7 @@ def index_query_latency(sizes: tuple[int, ...] = SIZES, budget_s: float = 1.5) -
     with MotoServer() as moto:
         ddb = client(moto.endpoint_url)
         table = f"bench-{uuid.uuid4().hex[:8]}"
-        ddb.create_table(**create_table_parameters(table))
+        ddb.create_table(**scratch_table_parameters(table))
         query = {"TableName": table, "IndexName": "byStatus", "KeyConditionExpression": "gsiStatus = :s",
                  "ExpressionAttributeValues": {":s": {"S": "running"}}, "Limit": 20}
         filled = 0

@@ -20,7 +20,7 @@ from awsworld.cli.dev_state import (
     snapshot,
 )
 from awsworld.local import MotoServer
-from awsworld.local.provision import provision_table
+from awsworld.local.provision import delete_table, provision_table
 
 
 @pytest.fixture
@@ -161,7 +161,7 @@ async def test_a_copy_read_in_the_process_saves_what_a_scan_saves(world: AWSWorl
 
     # Restored by BatchWriteItem, and in the process (MotoServer.put_items): the same table either way.
     for put_items in (None, moto_server.put_items):
-        await dynamodb.delete_table(TableName=table)
+        await delete_table(dynamodb, table)
         await provision_table(dynamodb, table)
         assert await restore(world, read, put_items) == 60
         item = (await dynamodb.get_item(TableName=table, Key={"pk": {"S": "p#1"}, "sk": {"S": "x"}}))["Item"]

@@ -34,7 +34,8 @@ from .dist import cold_start_bench, copy_source, path_without_python313, python3
 
 ROOT = Path(__file__).resolve().parents[2]
 SAM = ROOT / ".venv-tools" / "bin" / "sam"
-FUNCTIONS = ("FlowFunction", "WebhookFunction", "WorldServerFunction")  # (sam build builds conditional ones too)
+FUNCTIONS = ("FlowFunction", "WebhookFunction", "WorldServerFunction")  # (sam build builds conditional ones too:
+# the World server's target makes a placeholder unless samconfig turns it on)
 IMPORT_CHECK = """
 import sys
 sys.path.insert(0, ".")
@@ -154,13 +155,68 @@ def small_project(project: Path) -> Path:
     return project
 
 
-def build_small_project(project: Path, artifacts: Path, env: dict[str, str]) -> dict[str, bytes]:
-    done = subprocess.run(["make", "--makefile", str(project / "infra" / "Makefile"), "build-WebhookFunction"],
+def make_target(project: Path, function: str, artifacts: Path, env: dict[str, str]) -> str:
+    """What ``sam build`` runs for ``function``: its Makefile target, in the code folder; the build's output."""
+    done = subprocess.run(["make", "--makefile", str(project / "infra" / "Makefile"), f"build-{function}"],
                           cwd=project / "src", env=env | {"ARTIFACTS_DIR": str(artifacts)},
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "stamped template.yaml, samconfig.toml" in done.stdout, done.stdout
+    return done.stdout
+
+
+def build_small_project(project: Path, artifacts: Path, env: dict[str, str]) -> dict[str, bytes]:
+    output = make_target(project, "WebhookFunction", artifacts, env)
+    assert "stamped template.yaml, samconfig.toml" in output, output
     return built_files(artifacts)
+
+
+SERVER_OFF = {
+    "no samconfig": None,
+    "init's": 'parameter_overrides = "Stage=\\"dev\\" Modules=\\"myapp.orders\\""\n',
+    "false": 'parameter_overrides = "Stage=\\"dev\\" WorldServer=\\"false\\""\n',
+    "another name": 'parameter_overrides = "MyWorldServer=true WorldServerX=true"\n',
+}
+SERVER_ON = {
+    "init --world-server's": 'parameter_overrides = "Modules=\\"\\" WorldServer=\\"true\\""\n',
+    "unquoted": "parameter_overrides = \"Stage=dev WorldServer=true\"\n",
+    "prod only": '[default.deploy.parameters]\nparameter_overrides = "Stage=dev"\n'
+                 '[prod.deploy.parameters]\nparameter_overrides = "Stage=prod WorldServer=true"\n',
+}
+
+
+@pytest.mark.parametrize("samconfig", [*SERVER_OFF, *SERVER_ON])
+def test_the_world_server_is_built_only_when_a_samconfig_turns_it_on(tmp_path: Path, samconfig: str) -> None:
+    """``sam build`` builds every function, the World server's too when its ``Condition`` leaves it out of the
+    stack: about 48 MB built and compiled (17 MB zipped) that every deploy uploaded for nothing. Its target builds
+    it only when a samconfig file sets ``WorldServer=true`` (in any config environment: the build cannot know which
+    one the deploy takes); otherwise the artifact is a placeholder ``serve.py`` of a few hundred bytes whose import
+    fails saying what to set, should a command-line override deploy it anyway."""
+    project = small_project(tmp_path / "shop")
+    (project / "src" / "serve.py").write_text("VALUE = 1\n")
+    text = {**SERVER_OFF, **SERVER_ON}[samconfig]
+    if text is None:
+        (project / "samconfig.toml").unlink()
+    else:
+        (project / "samconfig.toml").write_text(text if text.startswith("[") else
+                                                f"[default.deploy.parameters]\n{text}")
+    env = base_env(path_without_python313()) | {"PYENV_ROOT": str(tmp_path / "no-pyenv")}
+    artifacts = tmp_path / "WorldServerFunction"
+    output = make_target(project, "WorldServerFunction", artifacts, env)
+    built = built_files(artifacts)
+    if samconfig in SERVER_ON:
+        assert "with pip for CPython 3.13 x86_64" in output and "placeholder" not in output, output
+        assert built["serve.py"] == b"VALUE = 1\n" and "requirements.txt" in built, sorted(built)
+        return
+    assert "WorldServerFunction: WorldServer is not true in samconfig.toml: a placeholder serve.py, nothing " \
+           "installed; stamped" in output, output
+    assert set(built) == {"serve.py", build_function.CONFIGURATION_STAMP}, sorted(built)
+    assert sum(map(len, built.values())) < 1_000, "a placeholder, not a function"
+    imported = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, '.'); import serve"],
+                              cwd=artifacts, capture_output=True, text=True, timeout=60, check=False)
+    assert imported.returncode == 1, imported
+    assert 'RuntimeError: this function was built as a placeholder: no samconfig file of the project set ' \
+           'WorldServer=true when sam build ran. Add WorldServer=\\"true\\" to parameter_overrides in ' \
+           'samconfig.toml, then sam build && sam deploy' in imported.stderr, imported.stderr
 
 
 def test_a_change_of_parameters_alone_changes_the_artifact_and_so_publishes_a_version(tmp_path: Path) -> None:
@@ -258,6 +314,11 @@ def test_the_world_server_gets_the_serve_extra_and_the_flow_function_httpx_from_
     code.mkdir()
     (code / "serve.py").write_text("VALUE = 1\n")
     (code / "requirements.txt").write_text(f"{requirement}\nshared==1.0\n")  # the user's pin of a shared dep
+    # The project (the folder above infra/) deploys the World server: else its target builds a placeholder.
+    (tmp_path / "infra").mkdir()
+    for name in ("Makefile", "build_function.py"):
+        shutil.copy(ROOT / "infra" / name, tmp_path / "infra" / name)
+    (tmp_path / "samconfig.toml").write_text("[default.deploy.parameters]\n" + SERVER_ON["init --world-server's"])
     tools = tmp_path / "bin"
     tools.mkdir()
     if route == "uv":
@@ -272,7 +333,7 @@ def test_the_world_server_gets_the_serve_extra_and_the_flow_function_httpx_from_
     built: dict[str, set[str]] = {}
     for function in FUNCTIONS:
         artifacts = tmp_path / function
-        done = subprocess.run(["make", "--makefile", str(ROOT / "infra" / "Makefile"), f"build-{function}"],
+        done = subprocess.run(["make", "--makefile", str(tmp_path / "infra" / "Makefile"), f"build-{function}"],
                               cwd=code, env=env | {"ARTIFACTS_DIR": str(artifacts)}, capture_output=True,
                               text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -390,9 +451,13 @@ def test_the_repositorys_template_builds_with_only_python311_on_path_and_ships_b
     print(f"sam build of the repository's template: {seconds:.1f} s")
     assert "Binary validation failed" not in done.stdout + done.stderr
     log = done.stdout + done.stderr  # make's output comes through SAM's log (stderr)
-    assert log.count("with pip for CPython 3.13 x86_64;") == len(FUNCTIONS), log[-3000:]
+    # The repository's samconfig.toml leaves WorldServer off: its function's artifact is a placeholder.
+    assert log.count("with pip for CPython 3.13 x86_64;") == len(FUNCTIONS) - 1, log[-3000:]
+    assert "WorldServerFunction: WorldServer is not true in samconfig.toml: a placeholder serve.py" in log
+    placeholder = project / ".aws-sam" / "build" / "WorldServerFunction"
+    assert {entry.name for entry in placeholder.iterdir()} == {"serve.py", build_function.CONFIGURATION_STAMP}
     runtime_sdk = cold_start.runtime_sdk(python313, tmp_path / "runtime-sdk")
-    for function in FUNCTIONS:
+    for function in FUNCTIONS[:2]:
         built = project / ".aws-sam" / "build" / function
         assert any(built.glob("pydantic_core/_pydantic_core.cpython-313-x86_64-linux-gnu.so")), \
             "pydantic_core's wheel is the runtime's (CPython 3.13, Linux x86_64), not this machine's 3.11"

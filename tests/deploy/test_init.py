@@ -35,6 +35,7 @@ from awsworld.deploy import (
     template_text,
 )
 from awsworld.deploy.build_function import CONFIGURATION_STAMP
+from awsworld.deploy.init import GUIDED_WEBHOOK_ANSWER
 
 from .dist import cold_start_bench, path_without_python313, python313_env
 
@@ -293,9 +294,24 @@ def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) ->
     assert requirements.read_text() == \
         f"# mine\nrequests==2.32.3\nawsworld=={__version__}  # the stack's\nboto3-stubs  # types only\n"
     assert samconfig.read_text() == answers
-    assert next_steps(done.stdout), done.stdout
+    # The stack exists: an update is build and deploy with the settings samconfig.toml saved, not --guided's
+    # questions again (which would offer to overwrite those settings).
+    assert next_steps(done.stdout)[-2:] == ["PIP_FIND_LINKS=dist sam build", "sam deploy"], done.stdout
+    assert "--guided" not in done.stdout and "samconfig.toml holds the stack's settings" in done.stdout
     again = awsworld("init", "--upgrade", cwd=project)
     assert again.returncode == 0 and f"awsworld {__version__}: nothing to rewrite;" in again.stdout, again
+
+
+def test_upgrade_without_a_samconfig_prints_the_guided_deploy(tmp_path: Path) -> None:
+    """An app whose samconfig.toml is gone (never kept, or deleted) has no saved stack settings: the next steps
+    are the first deploy's, ``sam deploy --guided`` and the one answer it needs."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    (project / "samconfig.toml").unlink()
+    done = awsworld("init", "--upgrade", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert next_steps(done.stdout)[-1] == "sam deploy --guided", done.stdout
+    assert GUIDED_WEBHOOK_ANSWER in done.stdout and not (project / "samconfig.toml").exists()
 
 
 def test_upgrade_keeps_the_functions_architecture_the_user_set(tmp_path: Path) -> None:
@@ -416,6 +432,8 @@ def test_the_build_route_follows_where_awsworld_was_installed_from(
     else:
         assert commands == [f"/venv/bin/python -m pip wheel --no-deps --wheel-dir dist {source}",
                             "PIP_FIND_LINKS=dist sam build", "sam deploy --guided"]
+    updating = [line for line in build_route(direct_url, "/venv/bin/python", update=True) if not line.startswith("#")]
+    assert updating == [*commands[:-1], "sam deploy"], "an update deploys with the saved samconfig.toml"
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -550,6 +568,12 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         (project / path).write_text(text)
     done = awsworld("init", str(project), "--module", "myapp.orders", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    # The World server as docs/how-to/world-over-http.md turns it on in an app init wrote: else its function's
+    # artifact is a placeholder (tests/deploy/test_build.py), and this test imports the built World server.
+    samconfig = project / "samconfig.toml"
+    samconfig.write_text(samconfig.read_text().replace('Modules=\\"myapp.orders\\"',
+                                                       'Modules=\\"myapp.orders\\" WorldServer=\\"true\\"', 1))
+    assert 'WorldServer=\\"true\\"' in samconfig.read_text()
 
     # The next steps init printed, as a user pastes them (all but the deploy): awsworld is not on PyPI, so they
     # build its wheel from where this awsworld was installed (this checkout) and point sam build's pip at it.

@@ -61,8 +61,15 @@ def test_the_table_is_exactly_the_one_local_provisions(template: dict[str, Any])
     assert list(tables) == ["Table"]
     table = props(template, "Table")
     expected = resources.table_properties()
+    # Deletion protection: the parameter's default gives LocalAWS's value; false turns it off.
+    protection = template["Parameters"]["TableDeletionProtection"]
+    assert (protection["Default"], protection["AllowedValues"]) == ("true", ["true", "false"])
+    assert template["Conditions"]["TableProtected"] == {"Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]}
+    assert table["DeletionProtectionEnabled"] == {"Fn::If": ["TableProtected", True, False]}
+    assert expected["DeletionProtectionEnabled"] is True
+    expected.pop("DeletionProtectionEnabled")
     assert {key: table[key] for key in expected} == expected, "keys, GSIs, TTL, SSE, PITR and billing match"
-    assert set(table) - set(expected) <= {"Tags"}
+    assert set(table) - set(expected) <= {"Tags", "DeletionProtectionEnabled"}
     assert table["SSESpecification"]["SSEEnabled"] is True
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert table["TimeToLiveSpecification"] == {"AttributeName": resources.TTL_ATTRIBUTE, "Enabled": True}

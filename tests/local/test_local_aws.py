@@ -9,9 +9,11 @@ import socket
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld, resources
 from awsworld.local import LocalAWS, MotoServer
+from awsworld.world.errors import WorldSetupError
 
 
 async def test_table_is_provisioned_as_defined(world: AWSWorld, backend: str) -> None:
@@ -37,6 +39,30 @@ async def test_table_is_provisioned_as_defined(world: AWSWorld, backend: str) ->
         backups = (await ddb.describe_continuous_backups(TableName=world.config.table_name))
         pitr = backups["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]
         assert pitr["PointInTimeRecoveryStatus"] == "ENABLED"
+
+
+async def test_the_table_is_protected_against_deletion_until_dropped_on_purpose(
+        local_aws: LocalAWS, backend: str) -> None:
+    """As the deployed table (``TableDeletionProtection``, on by default): a DeleteTable is refused and leaves the
+    table and its items; ``drop`` (``provision.delete_table``) turns the protection off first, then deletes it.
+    Both emulators keep and enforce the flag."""
+    config = await local_aws.new_config()
+    world = AWSWorld(config)
+    try:
+        ddb = await world.clients.dynamodb()
+        item = {"pk": {"S": "RUN#kept"}, "sk": {"S": "RUN"}}
+        await ddb.put_item(TableName=config.table_name, Item=item)
+        assert (await ddb.describe_table(TableName=config.table_name))["Table"]["DeletionProtectionEnabled"] is True
+        with pytest.raises(ClientError) as refused:
+            await ddb.delete_table(TableName=config.table_name)
+        assert refused.value.response["Error"]["Code"] == "ValidationException", (backend, refused.value)
+        kept = await ddb.get_item(TableName=config.table_name, Key=item, ConsistentRead=True)
+        assert kept["Item"] == item, "the refused delete left the table and its items"
+        await local_aws.drop(config)
+        with pytest.raises(WorldSetupError, match="does not exist"):
+            await ddb.describe_table(TableName=config.table_name)
+    finally:
+        await world.close()
 
 
 async def test_bucket_and_queues_are_provisioned_as_defined(world: AWSWorld) -> None:

@@ -97,6 +97,9 @@ def table_properties() -> dict[str, Any]:
         "SSESpecification": {"SSEEnabled": True},
         "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
         "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        # Every run's event log: no DeleteTable goes through until this is turned off on purpose (the template's
+        # TableDeletionProtection; local/provision.py's delete_table for the emulators' tables).
+        "DeletionProtectionEnabled": True,
     }
 
 

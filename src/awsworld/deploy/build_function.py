@@ -31,6 +31,12 @@ the build with whatever Python runs it (3.9 or newer, standard library only):
 4. writes the digest of the project's deploy configuration (``template.yaml``, ``samconfig.toml``) into the
    artifact, so that a change of parameters alone still publishes a new version (``stamp_deploy_configuration``).
 
+``--switched-by WorldServer`` (the World server's target) builds nothing of the kind when no ``samconfig`` of the
+project turns that parameter on: ``sam build`` builds every function of the template, a ``Condition: false``
+one too, and the World server's ~48 MB (17 MB zipped) were built, compiled and uploaded by every deploy of a
+stack that has none. Then the artifact is a placeholder entry point whose import fails saying how to build the
+real one (``write_placeholder``).
+
 The packaged copy (``awsworld/deploy/build_function.py``) is the one edited; ``awsworld init`` writes it to
 ``infra/build_function.py`` and ``tests/deploy/test_init.py`` keeps the repository's copy equal to it.
 """
@@ -74,6 +80,11 @@ LAMBDA_TASK_ROOT = "/var/task"
 DEPLOY_CONFIGURATION = ("template.yaml", "samconfig.toml", "samconfig.yaml", "samconfig.yml")
 #: The artifact's file holding their digest (``sha256sum``'s format).
 CONFIGURATION_STAMP = "awsworld-deploy-configuration.sha256"
+
+
+#: How a samconfig file turns a parameter on, in its ``parameter_overrides`` (``Name=true``, ``Name="true"``, or
+#: ``Name=\\"true\\"`` inside a TOML string, as ``awsworld init`` and ``sam deploy --guided`` write them).
+_SWITCHED_ON = r"""(?<![\w-]){}\s*=\s*\\?["']?true\\?["']?(?![\w-])"""
 
 
 class BuildError(Exception):
@@ -307,6 +318,28 @@ def stamp_deploy_configuration(project: Path, target: Path) -> str:
     return f"stamped {', '.join(line.split()[1] for line in lines) or 'no deploy configuration'}"
 
 
+def switched_on(project: Path, parameter: str) -> bool:
+    """Whether a samconfig file of ``project`` sets ``parameter`` to true, in any config environment (the build
+    cannot know which one ``sam deploy --config-env`` will take, so one that turns it on builds it for all)."""
+    pattern = re.compile(_SWITCHED_ON.format(re.escape(parameter)))
+    return any(pattern.search((project / name).read_text(encoding="utf-8"))
+               for name in DEPLOY_CONFIGURATION if name.startswith("samconfig") and (project / name).is_file())
+
+
+def write_placeholder(target: Path, entry_point: str, parameter: str) -> str:
+    """The artifact of a function its parameter leaves out of the stack: only ``entry_point``.py, whose import
+    fails with what to do. Its template ``Condition`` keeps it from being deployed; if a deploy turns it on
+    anyway (``--parameter-overrides`` on the command line, which the build never sees), the function fails on
+    its first start, naming the fix, instead of serving nothing."""
+    message = (f"this function was built as a placeholder: no samconfig file of the project set {parameter}=true "
+               f"when sam build ran. Add {parameter}=\\\"true\\\" to parameter_overrides in samconfig.toml, then sam "
+               "build && sam deploy")
+    (target / f"{entry_point}.py").write_text(
+        f'"""Placeholder of awsworld\'s build (infra/build_function.py, write_placeholder)."""\n\n'
+        f"raise RuntimeError({message!r})\n", encoding="utf-8")
+    return f"{parameter} is not true in samconfig.toml: a placeholder {entry_point}.py, nothing installed"
+
+
 def is_runtime_python(python: str | None) -> bool:
     if not python:
         return False
@@ -380,6 +413,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="also install what the installed awsworld lists for this extra (the World server: serve)")
     parser.add_argument("--only", action="append", default=[], metavar="PACKAGE",
                         help="with --extra: only this one of the extra's packages (repeat for more)")
+    parser.add_argument("--switched-by", metavar="PARAMETER",
+                        help="a template parameter that deploys this function only when true: unless a samconfig "
+                             "file sets it, the artifact is a placeholder (the World server: WorldServer)")
+    parser.add_argument("--entry-point", default="serve", metavar="MODULE",
+                        help="with --switched-by: the placeholder's module, the function's Handler's (default: serve)")
     parser.add_argument("--project", type=Path, default=Path(__file__).resolve().parent.parent,
                         help="where relative requirements resolve (default: the folder above infra/)")
     args = parser.parse_args(argv)
@@ -387,12 +425,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--only picks packages of an --extra: give the extra too")
     target = args.artifacts.resolve()
     target.mkdir(parents=True, exist_ok=True)
+    project = args.project.resolve()
+    if args.switched_by and not switched_on(project, args.switched_by):
+        done = write_placeholder(target, args.entry_point, args.switched_by)
+        say(f"{target.name}: {done}; {stamp_deploy_configuration(project, target)}")
+        return 0
     try:
-        done = install(args.code.resolve(), target, args.architecture, args.project.resolve(), args.extra,
-                       args.only)
+        done = install(args.code.resolve(), target, args.architecture, project, args.extra, args.only)
         copy_code(args.code.resolve(), target)
         compiled = compile_bytecode(target)
-        stamped = stamp_deploy_configuration(args.project.resolve(), target)
+        stamped = stamp_deploy_configuration(project, target)
     except BuildError as error:
         print(f"{PREFIX} {error}", file=sys.stderr, flush=True)
         return 1

@@ -228,8 +228,9 @@ def upgrade(directory: Path) -> int:
           + (f", and your template's {architecture}" if architecture else "")
           + "; the changelog says what this version changes in the stack")
     _finish(directory)
-    print("next: build and deploy:")
-    _next_steps(directory)
+    saved = (directory / "samconfig.toml").is_file()
+    print("next: build and deploy" + (" (samconfig.toml holds the stack's settings):" if saved else ":"))
+    _next_steps(directory, update=saved)
     return 0
 
 
@@ -299,10 +300,10 @@ def _finish(directory: Path) -> None:
               "e.g. apt-get install make, xcode-select --install)", file=sys.stderr)
 
 
-def _next_steps(directory: Path) -> None:
+def _next_steps(directory: Path, *, update: bool = False) -> None:
     if directory.resolve() != Path.cwd().resolve():
         print(f"  cd {shlex.quote(str(directory))}")
-    for line in build_route(_direct_url(), sys.executable):
+    for line in build_route(_direct_url(), sys.executable, update=update):
         print(f"  {line}")
 
 
@@ -321,19 +322,23 @@ def merge_gitignore(path: Path) -> list[str]:
     return missing
 
 
-def build_route(direct_url: dict[str, Any] | None, python: str) -> list[str]:
+def build_route(direct_url: dict[str, Any] | None, python: str, *, update: bool = False) -> list[str]:
     """The commands that build and deploy the app, given where the running awsworld came from (its
     ``direct_url.json``, PEP 610; None when pip installed it from a package index, which ``sam build``'s pip
     reads too). From anywhere else (a checkout, a wheel file, a git URL), ``sam build`` cannot resolve
     ``awsworld==VERSION`` from the index: build that same source into ``dist/`` (outside ``src/``, so it is not
-    packed) and point its pip there."""
+    packed) and point its pip there.
+
+    ``update``: the app has a ``samconfig.toml`` (``init --upgrade`` keeps it), so ``sam deploy`` reads the stack's
+    name, region and parameters from it and updates the stack in place; ``--guided`` is the first deploy's,
+    which asks every question again (the webhook's among them) and offers to overwrite those settings."""
+    deploy = ["sam deploy"] if update else ["sam deploy --guided", GUIDED_WEBHOOK_ANSWER]
     source = _source(direct_url) if direct_url is not None else None
     if source is None:
-        return ["sam build", "sam deploy --guided", GUIDED_WEBHOOK_ANSWER]
+        return ["sam build", *deploy]
     return [f"# awsworld {__version__} is not on PyPI yet: build its wheel into dist/, where sam build finds it",
             f"{shlex.quote(python)} -m pip wheel --no-deps --wheel-dir dist {shlex.quote(source)}",
-            "PIP_FIND_LINKS=dist sam build",
-            "sam deploy --guided", GUIDED_WEBHOOK_ANSWER]
+            "PIP_FIND_LINKS=dist sam build", *deploy]
 
 
 GUIDED_WEBHOOK_ANSWER = "# to \"WebhookFunction Function Url has no authentication. Is this okay?\" answer y"

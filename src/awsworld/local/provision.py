@@ -20,8 +20,10 @@ from ..aws.config import AWSConfig
 log = logging.getLogger("awsworld.local.provision")
 
 # The CreateTable parameters among the table's CloudFormation properties (same names and shapes, except
-# SSESpecification); TTL and PITR take their own calls.
-_CREATE_TABLE_KEYS = ("BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes")
+# SSESpecification); TTL and PITR take their own calls. Both emulators keep and enforce deletion protection (moto
+# and DynamoDB Local refuse DeleteTable while it is on), so a local table is protected as a deployed one is.
+_CREATE_TABLE_KEYS = ("BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes",
+                      "DeletionProtectionEnabled")
 
 
 def create_table_parameters(table_name: str) -> dict[str, Any]:
@@ -58,6 +60,14 @@ async def provision_table(dynamodb: Any, table_name: str) -> None:
         # Point-in-time recovery is a backup setting with no effect on behaviour; DynamoDB Local does not
         # implement the operation. A real deployment gets it from template.yaml.
         log.debug("point-in-time recovery not enabled on %s: %s", table_name, error)
+
+
+async def delete_table(dynamodb: Any, table_name: str) -> None:
+    """Delete a table ``provision_table`` made, on purpose: its deletion protection off first (the table's
+    properties turn it on, and DeleteTable is refused while it is), as docs/operate/deploy.md says for a
+    deployed one."""
+    await dynamodb.update_table(TableName=table_name, DeletionProtectionEnabled=False)
+    await dynamodb.delete_table(TableName=table_name)
 
 
 async def provision_bucket(s3: Any, bucket_name: str, region: str) -> None:
@@ -182,7 +192,7 @@ class Provisioner:
                     await s3.delete_objects(Bucket=config.bucket_name, Delete={"Objects": keys, "Quiet": True})
             await s3.delete_bucket(Bucket=config.bucket_name)
 
-        jobs = [dynamodb.delete_table(TableName=config.table_name), empty_and_delete_bucket()]
+        jobs = [delete_table(dynamodb, config.table_name), empty_and_delete_bucket()]
         jobs += [sqs.delete_queue(QueueUrl=url) for url in (config.queue_url, config.dlq_url) if url]
         for result in await asyncio.gather(*jobs, return_exceptions=True):
             if isinstance(result, Exception):
