@@ -109,7 +109,7 @@ def median_ms(action: Callable[[], None], budget_s: float, min_reps: int = 3, ma
 
 def scratch_table_parameters(table: str) -> dict[str, Any]:
     """awsworld's table (``create_table_parameters``) without its deletion protection: the bench deletes it."""
-    return create_table_parameters(table) | {"DeletionProtectionEnabled": False}
+    return create_table_parameters(table)
 
 
 def measure(name: str, ddb: Any, fill: Callable[[str, int, int], None], sizes: tuple[int, ...],

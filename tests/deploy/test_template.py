@@ -61,12 +61,12 @@ def test_the_table_is_exactly_the_one_local_provisions(template: dict[str, Any])
     assert list(tables) == ["Table"]
     table = props(template, "Table")
     expected = resources.table_properties()
-    # Deletion protection: the parameter's default gives LocalAWS's value; false turns it off.
+    # Deletion protection: the parameter's default (off: a failed first deploy rolls back) gives LocalAWS's value.
     protection = template["Parameters"]["TableDeletionProtection"]
-    assert (protection["Default"], protection["AllowedValues"]) == ("true", ["true", "false"])
+    assert (protection["Default"], protection["AllowedValues"]) == ("false", ["true", "false"])
     assert template["Conditions"]["TableProtected"] == {"Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]}
     assert table["DeletionProtectionEnabled"] == {"Fn::If": ["TableProtected", True, False]}
-    assert expected["DeletionProtectionEnabled"] is True
+    assert expected["DeletionProtectionEnabled"] is False
     expected.pop("DeletionProtectionEnabled")
     assert {key: table[key] for key in expected} == expected, "keys, GSIs, TTL, SSE, PITR and billing match"
     assert set(table) - set(expected) <= {"Tags", "DeletionProtectionEnabled"}

@@ -41,17 +41,20 @@ async def test_table_is_provisioned_as_defined(world: AWSWorld, backend: str) ->
         assert pitr["PointInTimeRecoveryStatus"] == "ENABLED"
 
 
-async def test_the_table_is_protected_against_deletion_until_dropped_on_purpose(
+async def test_a_protected_table_refuses_deletion_until_dropped_on_purpose(
         local_aws: LocalAWS, backend: str) -> None:
-    """As the deployed table (``TableDeletionProtection``, on by default): a DeleteTable is refused and leaves the
-    table and its items; ``drop`` (``provision.delete_table``) turns the protection off first, then deletes it.
-    Both emulators keep and enforce the flag."""
+    """As the deployed table (``TableDeletionProtection``, off by default, on for a stack that exists): once on, a
+    DeleteTable is refused and leaves the table and its items; ``drop`` (``provision.delete_table``) turns the
+    protection off first, then deletes it. Both emulators keep and enforce the flag."""
     config = await local_aws.new_config()
     world = AWSWorld(config)
     try:
         ddb = await world.clients.dynamodb()
         item = {"pk": {"S": "RUN#kept"}, "sk": {"S": "RUN"}}
         await ddb.put_item(TableName=config.table_name, Item=item)
+        described = await ddb.describe_table(TableName=config.table_name)
+        assert described["Table"].get("DeletionProtectionEnabled", False) is False, "off by default"
+        await ddb.update_table(TableName=config.table_name, DeletionProtectionEnabled=True)
         assert (await ddb.describe_table(TableName=config.table_name))["Table"]["DeletionProtectionEnabled"] is True
         with pytest.raises(ClientError) as refused:
             await ddb.delete_table(TableName=config.table_name)

@@ -382,7 +382,6 @@ def indexed_table(ddb: Any) -> Iterator[str]:
                        GSI_WORKFLOW_KEY: {"S": f"app.w{i % 2}"}, GSI_RUN_KEY: {"S": f"wrun_{(i * 7919) % 300:05d}"},
                        **due})
     yield name
-    ddb.update_table(TableName=name, DeletionProtectionEnabled=False)  # (the table's properties protect it)
     ddb.delete_table(TableName=name)
 
 

@@ -97,9 +97,10 @@ def table_properties() -> dict[str, Any]:
         "SSESpecification": {"SSEEnabled": True},
         "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
         "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
-        # Every run's event log: no DeleteTable goes through until this is turned off on purpose (the template's
-        # TableDeletionProtection; local/provision.py's delete_table for the emulators' tables).
-        "DeletionProtectionEnabled": True,
+        # Off, as the template's TableDeletionProtection is by default: while on, no DeleteTable goes through, a
+        # failed first deploy's rollback included (docs/operate/deploy.md); local/provision.py's delete_table
+        # turns it off first when a user turned it on.
+        "DeletionProtectionEnabled": False,
     }
 
 

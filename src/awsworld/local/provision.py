@@ -21,7 +21,7 @@ log = logging.getLogger("awsworld.local.provision")
 
 # The CreateTable parameters among the table's CloudFormation properties (same names and shapes, except
 # SSESpecification); TTL and PITR take their own calls. Both emulators keep and enforce deletion protection (moto
-# and DynamoDB Local refuse DeleteTable while it is on), so a local table is protected as a deployed one is.
+# and DynamoDB Local refuse DeleteTable while it is on), off by default as on a deployed table.
 _CREATE_TABLE_KEYS = ("BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes",
                       "DeletionProtectionEnabled")
 
@@ -63,10 +63,11 @@ async def provision_table(dynamodb: Any, table_name: str) -> None:
 
 
 async def delete_table(dynamodb: Any, table_name: str) -> None:
-    """Delete a table ``provision_table`` made, on purpose: its deletion protection off first (the table's
-    properties turn it on, and DeleteTable is refused while it is), as docs/operate/deploy.md says for a
-    deployed one."""
-    await dynamodb.update_table(TableName=table_name, DeletionProtectionEnabled=False)
+    """Delete a table ``provision_table`` made, on purpose: its deletion protection off first when it is on
+    (DeleteTable is refused while it is), as docs/operate/deploy.md says for a deployed one."""
+    described = await dynamodb.describe_table(TableName=table_name)
+    if described["Table"].get("DeletionProtectionEnabled"):
+        await dynamodb.update_table(TableName=table_name, DeletionProtectionEnabled=False)
     await dynamodb.delete_table(TableName=table_name)
 
 
