@@ -72,6 +72,7 @@ def register(sub: Any) -> None:
 def _main(args: argparse.Namespace) -> int:
     try:
         from .._http.auth import Auth
+        from .._http.listen import sigterm_as_ctrl_c
     except ImportError as error:
         raise usage(f"awsworld serve needs Starlette and uvicorn ({error})", SERVE_HINT) from None
     token = _token(args)
@@ -91,6 +92,7 @@ def _main(args: argparse.Namespace) -> int:
             raise usage("--world emulator needs the embedded emulator", "pip install 'awsworld[local]'") from None
     args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
     _log_refusals()
+    sigterm_as_ctrl_c()
     return asyncio.run(_serve(args, auth))
 
 
