@@ -48,12 +48,13 @@ class CutOff(logging.Filter):
             return False
         return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
-    def said(self, command: str) -> str | None:
-        """The line ``command`` says at its stop if it cancelled requests, else None."""
+    def said(self, command: str, answer: str = "a 500") -> str | None:
+        """The line ``command`` says at its stop if it cancelled requests, else None; ``answer``: what such a
+        request's client got (``serve``'s a 503, ``_http/app.CutOffAnswer``)."""
         if not self.requests:
             return None
         return (f"{command}: stopped; {self.requests} request(s) still under way after {GRACEFUL_SECONDS} s "
-                "were cut off (their clients got a 500 or a closed connection)")
+                f"were cut off (their clients got {answer} or a closed connection)")
 
 
 @contextlib.contextmanager

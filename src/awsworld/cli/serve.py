@@ -187,7 +187,7 @@ async def _serve(args: argparse.Namespace, auth: Any) -> int:
             if args.host not in LOOPBACK_HOSTS:
                 print(PLAIN_HTTP_WARNING, file=sys.stderr, flush=True)
             await running.wait()
-    if said := running.cut_off.said("awsworld serve"):
+    if said := running.cut_off.said("awsworld serve", "a 503"):
         print(said, file=sys.stderr, flush=True)
         return STOPPED
     return OK
