@@ -617,13 +617,7 @@ async def test_a_parent_hears_the_error_of_its_child_whose_key_is_lost_and_that_
         await another.result(timeout=60)
         token = f"enc-lost-child-{os.urandom(3).hex()}"
         parent = await local.client.start(awaits_a_waiting_child, token)
-        child_id = ""
-        for _ in range(600):
-            with contextlib.suppress(Exception):
-                child_id = (await local.world.hooks.get_by_token(token, resolve_data="none")).run_id
-                break
-            await asyncio.sleep(0.05)
-        assert child_id, "the child never waited on its hook"
+        child_id = await holder_of_hook(local.world, token, timeout=60)
         await _lose_the_key_of(local, child_id, another.run_id)
         fresh = await _a_fresh_poller(local)
         lost: list[str] = []
