@@ -8,8 +8,11 @@ A failed run's error is in its ``run_failed`` event, in the block of events its 
 that block with a Query of its own, one per failed run (the block's key is its first slot, which the run's item
 did not hold: 52 requests for this listing, 50 of them those Queries, measured 2026-12-07). The run's item keeps
 that slot now (``endBlock``, written with the failure: a dozen bytes), so the blocks are read in the listing's one
-``BatchGetItem`` with the runs' first blocks: 2 requests. A completed run's item is as it was (``bench/bill.py``
-prints the same figures); the listing with values still reads a completed run's output with a Query each.
+``BatchGetItem`` with the runs' first blocks: 2 requests. A completed run's item keeps the block of its
+``run_completed`` the same way (written with its completion), so the listing with values reads the outputs there
+too: 58 requests (55 Queries, one per completed run) became 8 (5 Queries, the index's partitions), 305 read units
+both (measured 2026-12-07). ``bench/bill.py --quick``'s run-item writes are unchanged (the largest run head any
+write left: 534 bytes both, under the 1 KB a write bills).
 
 Run: ``python bench/run_listing.py`` (about a minute: the runs are made first).
 """

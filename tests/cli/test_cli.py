@@ -1212,6 +1212,24 @@ def test_export_and_replay(dev: Dev, project: Path) -> None:
     from_file = dev("replay", "--file", "histories/checkout.jsonl", "-m", "clitest")
     assert from_file.code == 0 and "1 run(s) replayed, 0 diverged" in from_file.out, from_file
 
+    # --json, as every read command takes: one document, each run's outcome and the summary's counts; a log whose
+    # step the code no longer calls (its step renamed in the file) is a divergence there too, and exits 1.
+    lines = (project / "histories/checkout.jsonl").read_text().splitlines()
+    renamed = [line.replace('"clitest.add"', '"clitest.renamed"') for line in lines]
+    assert renamed != lines
+    (project / "histories/renamed.jsonl").write_text("\n".join(renamed) + "\n")
+    as_json = dev("replay", "--file", "histories/checkout.jsonl", "--file", "histories/renamed.jsonl", "-m",
+                  "clitest", "--json")
+    assert as_json.code == 1, as_json
+    document = json.loads(as_json.out)
+    assert (document["replayed"], document["divergedOrFailed"], document["pinnedNotCounted"]) == (2, 1, 0)
+    same, diverged = document["runs"]
+    assert same == {"runId": run_id, "workflow": "clitest.sum", "status": "ok", "events": same["events"],
+                    "message": None, "position": None, "slot": None, "code": None, "change": None, "pinnedTo": None,
+                    "counted": False}, same
+    assert (diverged["runId"], diverged["status"], diverged["counted"]) == (run_id, "diverged", True), diverged
+    assert "clitest.renamed" in diverged["message"] and isinstance(diverged["slot"], int), diverged
+
 
 def test_json_a_shell_mangled_is_refused_with_what_to_type(tmp_path: Path) -> None:
     """The first ``awsworld start`` a newcomer types: a bare word for a string, Python's quotes, the JSON left

@@ -124,16 +124,16 @@ def _children(pid: int) -> list[str]:
 
 
 def _stopped_while_blocked(process: subprocess.Popen[str], lines: list[str], silent: SilentEndpoint,
-                           within: float) -> tuple[int, float]:
-    """SIGINT once the endpoint holds the command's request (and a moment later, so it waits in the read); its
-    exit code and how long it took to end."""
+                           within: float, stop: signal.Signals = signal.SIGINT) -> tuple[int, float]:
+    """SIGINT (or ``stop``) once the endpoint holds the command's request (and a moment later, so it waits in the
+    read); its exit code and how long it took to end."""
     assert silent.requested.wait(60), "".join(lines)
     time.sleep(0.5)
     assert process.poll() is None, "".join(lines)
     if sys.platform.startswith("linux"):
         assert _children(process.pid) == [], "the command started a process"
     sent = time.monotonic()
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     code = ended_within(process, within, lines, f"still running {within} s after Ctrl-C")
     return code, time.monotonic() - sent
 
@@ -156,8 +156,11 @@ def test_ctrl_c_of_a_command_waiting_on_a_silent_endpoint_ends_it_at_once(
     (["ui"], "/api/runs", 130),  # (the page's stop says "stopped")
     (["serve"], "/v1/runs", 130),  # (serve's Ctrl-C is its way out, exit 0, unless it cut a request off)
 ], ids=["ui", "serve"])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_of_a_server_during_a_request_to_a_silent_endpoint_ends_it_after_its_grace(
-        command: list[str], path: str, exit_code: int, silent: SilentEndpoint, tmp_path: Path) -> None:
+        command: list[str], path: str, exit_code: int, stop: signal.Signals, silent: SilentEndpoint,
+        tmp_path: Path) -> None:
+    """SIGTERM is a Ctrl-C for both servers (``_http/listen.sigterm_as_ctrl_c``): it ended them with exit -15."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -181,7 +184,7 @@ def test_ctrl_c_of_a_server_during_a_request_to_a_silent_endpoint_ends_it_after_
                 return
 
     threading.Thread(target=ask, daemon=True).start()
-    code, took = _stopped_while_blocked(process, lines, silent, GRACEFUL_SECONDS + PROMPTLY)
+    code, took = _stopped_while_blocked(process, lines, silent, GRACEFUL_SECONDS + PROMPTLY, stop)
     time.sleep(0.2)  # (the reader takes the last lines)
     output = "".join(lines)
     assert code == exit_code, output

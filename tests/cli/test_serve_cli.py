@@ -678,13 +678,17 @@ def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 @pytest.mark.parametrize("open_request", [True, False], ids=["a-long-poll-open", "nothing-open"])
 def test_ctrl_c_with_a_request_still_open_after_the_grace_says_one_line_and_no_traceback(
-        open_request: bool, tmp_path: Path) -> None:
+        open_request: bool, stop: signal.Signals, tmp_path: Path) -> None:
     """Ctrl-C while a client's long poll (``/v1/runs/{id}/wait`` on a run waiting for its hook) is under way: the
     request has ``GRACEFUL_SECONDS`` to end, is then cancelled, and the server says so in one line and exits 130
     (``cli/exit_codes.STOPPED``). It printed uvicorn's ``Cancel 1 running task(s)`` and a page of the request's
-    ``CancelledError`` traceback, and exited 0. With nothing open the stop is its way out: nothing said, exit 0."""
+    ``CancelledError`` traceback, and exited 0; its client gets the World API's 503 ``server-stopping`` (it got
+    uvicorn's plain-text 500). With nothing open the stop is its way out: nothing said, exit 0. SIGTERM (``kill``,
+    a process manager's stop) is a Ctrl-C: it ended the process by Python's default, exit -15 (uvicorn raises the
+    signal it stopped on again, ``_http/listen.sigterm_as_ctrl_c``)."""
     from awsworld._http.listen import GRACEFUL_SECONDS
 
     process, url = start_serve(tmp_path, "runtime.test_client_helpers", "--world", "memory", cwd=TESTS)
@@ -704,15 +708,21 @@ def test_ctrl_c_with_a_request_still_open_after_the_grace_says_one_line_and_no_t
             poller.start()
             time.sleep(1.0)  # (the long poll is under way)
             assert not polled, polled
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         code = process.wait(timeout=GRACEFUL_SECONDS + 20)
     finally:
         stop_serve(process)
     said = (tmp_path / "server.log").read_text().splitlines()[1:]  # (after the banner)
     if open_request:
         assert said == [f"awsworld serve: stopped; 1 request(s) still under way after {GRACEFUL_SECONDS} s were cut "
-                        "off (their clients got a 500 or a closed connection)"], said
+                        "off (their clients got a 503 or a closed connection)"], said
         assert code == 130
+        # The client is told as the World API tells every error (it got uvicorn's plain-text 500 before).
+        poller.join(timeout=10)
+        [answer] = polled
+        assert isinstance(answer, httpx.Response), answer
+        assert error_of(answer, 503)["code"] == "server-stopping", answer.text
+        assert answer.json()["error"]["message"].startswith("the server is stopping"), answer.text
     else:
         assert (said, code) == ([], 0)
 

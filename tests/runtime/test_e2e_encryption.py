@@ -598,13 +598,17 @@ async def awaits_a_waiting_child(token: str) -> str:
     return "completed"
 
 
+@pytest.mark.parametrize("report", ["sent", "lost"])
 async def test_a_parent_hears_the_error_of_its_child_whose_key_is_lost_and_that_was_failed(
-        servers: dict[str, Any]) -> None:
+        servers: dict[str, Any], report: str) -> None:
     """A child run whose key is lost, failed by an operator (``Client.fail``: its error stored unsealed): the
     child's flow reads its log without values (``Flow._ended_unread``) and reports its end to its parent with the
     error's type and message, read from the run's head. Before, the parent's ``ChildWorkflowError`` said only
-    "failed": the end event read without values carries no error. (A LocalAWS of its own: its worker is replaced
-    by one that never held the child's key.)"""
+    "failed": the end event read without values carries no error. ``lost``: the fail's wake of the child is lost
+    (dropped at the World's ``queue``), so no report is made; the parent's own look at its ended child
+    (``report_ended_children``, on a wake) reads the child's log the same way and reports the same error (it read
+    the log with values and failed on the lost key: every delivery of the parent, until the dead-letter queue).
+    (A LocalAWS of its own: its worker is replaced by one that never held the child's key.)"""
     async with LocalAWS(**servers, encrypt_payloads=True) as local:
         if local.sqs_s3 == "localstack":
             pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
@@ -616,8 +620,22 @@ async def test_a_parent_hears_the_error_of_its_child_whose_key_is_lost_and_that_
         child_id = await holder_of_hook(local.world, token, timeout=60)
         await _lose_the_key_of(local, child_id, another.run_id)
         fresh = await _a_fresh_poller(local)
+        lost: list[str] = []
+        if report == "lost":
+            send = fresh.queue
+
+            async def losing_the_childs_wake(queue_name: str, payload: Any, **options: Any) -> Any:
+                if str(options.get("idempotency_key", "")).startswith(f"{child_id}:"):
+                    lost.append(str(options["idempotency_key"]))
+                    return None  # dropped: never reaches SQS
+                return await send(queue_name, payload, **options)
+
+            fresh.queue = losing_the_childs_wake  # type: ignore[method-assign]
         try:
             await Client(fresh).fail(child_id, reason="its key was deleted")
+            if report == "lost":
+                assert lost, "the fail sent the child no wake to lose"
+                await Client(fresh).wake(parent.run_id)  # (the watchdog's wake at the parent's due, sooner)
             said = await parent.result(timeout=60)
         finally:
             assert local.poller is not None

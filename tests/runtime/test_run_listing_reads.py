@@ -15,7 +15,7 @@ from awsworld.aws import AWSWorld
 from awsworld.aws.keys import run_key
 from awsworld.aws.log.blocks import END_BLOCK
 from awsworld.local import LocalAWS
-from awsworld.world.entities import StructuredError
+from awsworld.world.entities import ResolveData, StructuredError
 
 
 @workflow(name="listingreads.fails")
@@ -34,13 +34,22 @@ async def _ended(runs: list[Run[Any]]) -> None:
             await run.result(timeout=60)
 
 
-async def _listing(world: AWSWorld) -> tuple[Counter[str], dict[str, object]]:
-    """The DynamoDB requests of a listing of the failing workflow's runs, without values, and its errors."""
+async def _listing(world: AWSWorld, workflow_name: str = "listingreads.fails",
+                   resolve: ResolveData = "none") -> tuple[Counter[str], dict[str, object]]:
+    """The DynamoDB requests of a listing of ``workflow_name``'s runs, and what each shows of its end (its error;
+    a completed run's output, with values)."""
     before = world.stats.snapshot()
-    page = await world.runs.list(workflow_name="listingreads.fails", limit=100, resolve_data="none")
+    page = await world.runs.list(workflow_name=workflow_name, limit=100, resolve_data=resolve)
     used = (world.stats.snapshot() - before).requests
     return (Counter({k: n for k, n in used.items() if k.startswith("dynamodb.")}),
-            {run.run_id: run.error for run in page.data})
+            {run.run_id: run.error if run.status == "failed" else run.output for run in page.data})
+
+
+async def _forget_the_end_block(world: AWSWorld, run_id: str) -> None:
+    """Remove ``END_BLOCK`` from the run's item: a run ended before its item kept it."""
+    ddb = await world.clients.dynamodb()
+    await ddb.update_item(TableName=world.config.table_name, Key={k: {"S": v} for k, v in run_key(run_id).items()},
+                          UpdateExpression="REMOVE #b", ExpressionAttributeNames={"#b": END_BLOCK})
 
 
 async def test_a_listing_reads_failed_runs_errors_without_a_query_each(local: LocalAWS) -> None:
@@ -68,14 +77,47 @@ async def _listed_errors(local: LocalAWS, world: AWSWorld) -> None:
         assert error.message.endswith("refused"), error
 
     # A run failed before its item kept the block: its error is read with a Query of its own, as before.
-    older = next(iter(errors))
-    ddb = await world.clients.dynamodb()
-    await ddb.update_item(TableName=world.config.table_name, Key={k: {"S": v} for k, v in run_key(older).items()},
-                          UpdateExpression="REMOVE #b", ExpressionAttributeNames={"#b": END_BLOCK})
+    await _forget_the_end_block(world, next(iter(errors)))
     fresh = AWSWorld(world.config)  # (no run item cached)
     try:
         again, errors_again = await _listing(fresh)
     finally:
         await fresh.close()
     assert errors_again == errors
+    assert again["dynamodb.Query"] == six["dynamodb.Query"] + 1, (six, again)
+
+
+async def test_a_listing_with_values_reads_completed_runs_outputs_without_a_query_each(local: LocalAWS) -> None:
+    """A completed run's item keeps the block of its ``run_completed`` too (written in the write that ends it), so
+    a listing with values reads every output in its one ``BatchGetItem``: it made one Query per completed run
+    (``bench/run_listing.py``). A listing without values reads no output, and no such block. A run completed
+    before the item kept it is read with its Query, as before."""
+    world = AWSWorld(local.world.config)  # the listing's own counters (see the test above)
+    try:
+        await _listed_outputs(local, world)
+    finally:
+        await world.close()
+
+
+async def _listed_outputs(local: LocalAWS, world: AWSWorld) -> None:
+    assert local.client is not None
+    await _ended([await local.client.start(ok, 0)])
+    one, _ = await _listing(world, "listingreads.ok", "all")
+    one_unread, _ = await _listing(world, "listingreads.ok", "none")
+    await _ended([await local.client.start(ok, i) for i in range(1, 6)])
+    six, outputs = await _listing(world, "listingreads.ok", "all")
+    six_unread, _ = await _listing(world, "listingreads.ok", "none")
+    assert set(range(6)) <= set(outputs.values()), outputs  # (the module's other test ran one too)
+    assert six == one, (one, six)  # (five more completed runs: five more Queries before)
+    assert six_unread == one_unread, (one_unread, six_unread)
+    for run_id, output in outputs.items():
+        assert output == (await world.runs.get(run_id)).output
+
+    await _forget_the_end_block(world, next(iter(outputs)))
+    fresh = AWSWorld(world.config)  # (no run item cached)
+    try:
+        again, outputs_again = await _listing(fresh, "listingreads.ok", "all")
+    finally:
+        await fresh.close()
+    assert outputs_again == outputs
     assert again["dynamodb.Query"] == six["dynamodb.Query"] + 1, (six, again)

@@ -20,6 +20,7 @@ written, because every write goes through the World's own checks (the rulebook's
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import struct
@@ -32,6 +33,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..authoring.errors import CodecError
 from ..client.client import Client
@@ -112,8 +114,44 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
         route("/v1/client/hooks/resume", _client_resume, "POST"),
         route("/v1/client/runs/{run_id}/cancel", _client_cancel, "POST"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(Guard, auth=auth)],
+    return Starlette(routes=routes, middleware=[Middleware(CutOffAnswer), Middleware(Guard, auth=auth)],
                      exception_handlers={404: _not_found, 405: _not_allowed})
+
+
+SERVER_STOPPING = "server-stopping"
+"""The ``code`` of the 503 a request cut off by the server's stop is answered with (``CutOffAnswer``)."""
+
+
+class CutOffAnswer:
+    """The ASGI middleware that answers a request the server's stop cut off (its grace ran out,
+    ``_http/listen.GRACEFUL_SECONDS``: uvicorn cancels its task) with the World API's error shape: a 503, code
+    ``server-stopping``, which a client retries as any 5xx. The client got uvicorn's plain-text 500 ``Internal
+    Server Error`` before, no World error at all. A request whose answer had begun (a live stream read) ends with
+    its connection, as before: nothing more can be said on it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        answered = False
+
+        async def sending(message: Message) -> None:
+            nonlocal answered
+            answered = answered or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            if answered:
+                raise
+            await _refusal(503, SERVER_STOPPING, "the server is stopping, and this request was still under way "
+                           "when its grace ran out: send it again once the server is back (a write it made may "
+                           "have been recorded: a retry with the same run id or idempotency key is safe)")(
+                scope, receive, send)
 
 
 # -- request and answer helpers ---------------------------------------------------------------------------------

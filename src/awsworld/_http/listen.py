@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -47,12 +48,13 @@ class CutOff(logging.Filter):
             return False
         return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
-    def said(self, command: str) -> str | None:
-        """The line ``command`` says at its stop if it cancelled requests, else None."""
+    def said(self, command: str, answer: str = "a 500") -> str | None:
+        """The line ``command`` says at its stop if it cancelled requests, else None; ``answer``: what such a
+        request's client got (``serve``'s a 503, ``_http/app.CutOffAnswer``)."""
         if not self.requests:
             return None
         return (f"{command}: stopped; {self.requests} request(s) still under way after {GRACEFUL_SECONDS} s "
-                "were cut off (their clients got a 500 or a closed connection)")
+                f"were cut off (their clients got {answer} or a closed connection)")
 
 
 @contextlib.contextmanager
@@ -67,10 +69,24 @@ def cut_off_quietly() -> Iterator[CutOff]:
         logger.removeFilter(cut_off)
 
 
+def _sigterm_is_a_ctrl_c(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGINT)
+
+
+def sigterm_as_ctrl_c() -> None:
+    """From now on SIGTERM (``kill``, a process manager's stop) stops this process as Ctrl-C does: for ``awsworld
+    serve`` and ``awsworld ui``, whose uvicorn stops on either, then raises the signal it stopped on again under the
+    handler it found (``uvicorn.Server.capture_signals``): Python's default for SIGTERM ended the process there, exit
+    -15 and nothing said, where a Ctrl-C's way out exits 0, or says how many requests it cut off and exits 130
+    (``cli/exit_codes.STOPPED``). The handler sends SIGINT, so whatever answers a Ctrl-C at that moment (asyncio's
+    ``Runner``, uvicorn's own handler, Python's ``KeyboardInterrupt``) answers it. The CLI's main thread only."""
+    signal.signal(signal.SIGTERM, _sigterm_is_a_ctrl_c)
+
+
 class Listening:
     """A running server: its base ``url`` (``http://host:port``, an IPv6 host in brackets; a wildcard host's is
     the loopback address, the one name that surely reaches it from this machine) and ``wait`` for its end (uvicorn
-    ends on SIGINT or SIGTERM)."""
+    ends on SIGINT or SIGTERM: ``sigterm_as_ctrl_c``)."""
 
     def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], host: str, cut_off: CutOff) -> None:
         self.server = server

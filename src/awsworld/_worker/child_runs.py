@@ -33,6 +33,7 @@ from ..world.errors import (
     PayloadTooLargeError,
     RunGoneError,
     RunNotFoundError,
+    RunValuesUnreadableError,
 )
 from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.limits import too_large_text
@@ -274,11 +275,27 @@ async def report_ended_children(world: World, execution: WorkflowExecution) -> i
         if run.status not in TERMINAL_RUN_STATUSES:
             continue
         found += 1
-        events = await collect_pages(lambda cursor, child_id=child_id: world.events.list(child_id, cursor=cursor))
+        events = await _log_of_an_ended_child(world, child_id)
         log.info("run %s: child run %s ended (%s) and its report had not arrived: reporting it again",
                  execution.run_id, child_id, run.status)
         await on_run_end(world, child_id, events, redoing=True)
     return found
+
+
+async def _log_of_an_ended_child(world: World, child_id: str) -> list[Event]:
+    """The whole log of an ended child, for its end's work done again by its parent: with its values, or without
+    them when they are lost (its key is: ``RunValuesUnreadableError.lost``), as the child's own flow reads it then
+    (``Flow._ended_unread``, ``_worker/inline_loop.py``), so the parent reports the error ``report_to_parent``
+    reads from the child's run, as the child's report would have. A passing refusal raises (the wake is retried).
+    The parent failed every delivery of its wake on such a child's values before, and waited for good."""
+    try:
+        return await collect_pages(lambda cursor: world.events.list(child_id, cursor=cursor))
+    except RunValuesUnreadableError as unreadable:
+        if not unreadable.lost:
+            raise
+        log.info("child run %s: its values cannot be read (%s): its end is reported from its log read without them",
+                 child_id, unreadable)
+        return await collect_pages(lambda cursor: world.events.list(child_id, cursor=cursor, resolve_data="none"))
 
 
 BUILTIN_STEPS: Mapping[str, StepDef] = {START_CHILD: START_CHILD_STEP, RESUME_HOOK: RESUME_HOOK_STEP}

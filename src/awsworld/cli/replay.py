@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import CliError, check_run_listing, usage
-from .output import add_project_to_path, check_config, import_failure, remote
+from .output import add_project_to_path, check_config, import_failure, print_json, remote
 
 if TYPE_CHECKING:
     from ..client.replay import ReplayResult
@@ -40,6 +40,8 @@ def register(sub: Any) -> None:
     replay.add_argument("--include-pinned", action="store_true",
                         help="count the divergences of runs pinned to their deployment too (exit 1): the check "
                              "before `awsworld upgrade` moves runs to this code")
+    replay.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys): each run's "
+                        "outcome and the counts; the exit code as without it")
     replay.set_defaults(handler=_replay)
     export = sub.add_parser("export", help="write runs' event logs to a file, for awsworld replay --file")
     export.add_argument("run_ids", nargs="+", metavar="RUN_ID")
@@ -64,21 +66,37 @@ def load_modules(modules: list[str]) -> None:
                            "fix the module and run the command again (--debug shows the traceback)") from error
 
 
-def _report(results: list[ReplayResult], include_pinned: bool) -> int:
-    """Each run's line and a summary; 1 when a run diverged or could not be replayed. A pinned run's divergence
-    (``ReplayResult.pinned_divergence``) counts only with ``--include-pinned``: pinning is the default, so the
-    running runs of a deployed stack are pinned, and counting them made every code change fail a CI check before
-    the deploy, which leaves those runs on their own code."""
-    for result in results:
-        print(result.describe())
+def _report(results: list[ReplayResult], include_pinned: bool, as_json: bool = False) -> int:
+    """Each run's line and a summary (``as_json``: one document, ``_document``); 1 when a run diverged or could
+    not be replayed. A pinned run's divergence (``ReplayResult.pinned_divergence``) counts only with
+    ``--include-pinned``: pinning is the default, so the running runs of a deployed stack are pinned, and counting
+    them made every code change fail a CI check before the deploy, which leaves those runs on their own code."""
     bad = sum(not r.ok for r in results)
     pinned = 0 if include_pinned else sum(r.pinned_divergence for r in results)
+    if as_json:
+        print_json(_document(results, include_pinned, bad, pinned))
+        return 1 if bad - pinned else 0
+    for result in results:
+        print(result.describe())
     summary = f"{len(results)} run(s) replayed, {bad} diverged or could not be replayed"
     if pinned:
         summary += (f"; {pinned} of them pinned to their deployment, which a deploy leaves on their own code: not "
                     f"counted (--include-pinned counts them)")
     print(summary)
     return 1 if bad - pinned else 0
+
+
+def _document(results: list[ReplayResult], include_pinned: bool, bad: int, pinned_not_counted: int) -> dict[str, Any]:
+    """``replay --json``: each run's outcome (``status`` ``ok``, ``diverged`` or ``error``; where a divergence is
+    and what changed; the deployment it is pinned to; ``counted``: whether it makes the exit 1) and the counts the
+    summary line says."""
+    return {
+        "runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status, "events": r.events,
+                  "message": r.message, "position": r.position, "slot": r.slot, "code": r.code, "change": r.change,
+                  "pinnedTo": r.pinned, "counted": not r.ok and (include_pinned or not r.pinned_divergence)}
+                 for r in results],
+        "replayed": len(results), "divergedOrFailed": bad, "pinnedNotCounted": pinned_not_counted,
+    }
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -89,7 +107,7 @@ def _replay(args: argparse.Namespace) -> int:
     if not args.run_ids and not args.workflow:
         if not args.file:
             raise usage("name RUN_IDs, --workflow, or --file", "awsworld replay --help")
-        return _report([replay_events(events) for events in exported], args.include_pinned)
+        return _report([replay_events(events) for events in exported], args.include_pinned, args.json)
     check_run_listing(args.status, args.limit, "name the runs to replay (RUN_ID...), or narrow them with --status")
     return asyncio.run(_replay_stored(args, exported))
 
@@ -128,7 +146,7 @@ async def _replay_stored(args: argparse.Namespace, exported: list[list[Event]]) 
             run_ids += [run.run_id for run in page.data]
         results = [replay_events(events) for events in exported]
         results += [await replay_run(client.world, run_id) for run_id in run_ids]
-        return _report(results, args.include_pinned)
+        return _report(results, args.include_pinned, args.json)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -72,6 +72,7 @@ def register(sub: Any) -> None:
 def _main(args: argparse.Namespace) -> int:
     try:
         from .._http.auth import Auth
+        from .._http.listen import sigterm_as_ctrl_c
     except ImportError as error:
         raise usage(f"awsworld serve needs Starlette and uvicorn ({error})", SERVE_HINT) from None
     token = _token(args)
@@ -91,6 +92,7 @@ def _main(args: argparse.Namespace) -> int:
             raise usage("--world emulator needs the embedded emulator", "pip install 'awsworld[local]'") from None
     args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
     _log_refusals()
+    sigterm_as_ctrl_c()
     return asyncio.run(_serve(args, auth))
 
 
@@ -185,7 +187,7 @@ async def _serve(args: argparse.Namespace, auth: Any) -> int:
             if args.host not in LOOPBACK_HOSTS:
                 print(PLAIN_HTTP_WARNING, file=sys.stderr, flush=True)
             await running.wait()
-    if said := running.cut_off.said("awsworld serve"):
+    if said := running.cut_off.said("awsworld serve", "a 503"):
         print(said, file=sys.stderr, flush=True)
         return STOPPED
     return OK

@@ -61,8 +61,9 @@ def _main(args: argparse.Namespace) -> int:
     server = build_server(args)
     mode = "read-write (cancel, resume)" if args.allow_writes else "read-only"
     print(f"awsworld ui: {url(args)}  ({mode}; Ctrl-C stops)", file=sys.stderr)
-    from .._http.listen import cut_off_quietly
+    from .._http.listen import cut_off_quietly, sigterm_as_ctrl_c
 
+    sigterm_as_ctrl_c()
     with cut_off_quietly() as cut_off:  # (a request still under way 2 s after Ctrl-C: one line, no traceback)
         try:
             asyncio.run(server.serve())

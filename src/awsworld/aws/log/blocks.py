@@ -89,12 +89,13 @@ def build_blocks(run_id: str, first_slot: int, records: list[tuple[str, str | No
 
 
 END_BLOCK = "endBlock"
-"""On a failed run's item: the first slot of the block holding its ``run_failed`` (the block's key,
-``event_key(run, slot)``), written with the failure (``commit_loop.point_at_the_failures_block``). A listing reads a
-failed run's error from that event: with its block's key it reads the block in the ``BatchGetItem`` it makes for the
-runs' first blocks (``entity_reads.EntityReads.runs``), where it made a Query of its own for each failed run (the
-block holding a slot is found by a range Query, ``EventReader.events_at``). A dozen bytes on the failure's write of
-the run's item; a run failed before it was kept has none, and is read as before."""
+"""On an ended run's item: the first slot of the block holding the event with its end value (a failed run's
+``run_failed``, a completed run's ``run_completed``; the block's key, ``event_key(run, slot)``), written in the write
+that ends the run (``commit_loop.point_at_the_end_block``). A listing reads a failed run's error from that event,
+and with values a completed run's output: with its block's key it reads the block in the ``BatchGetItem`` it makes
+for the runs' first blocks (``entity_reads.EntityReads.runs``), where it made a Query of its own for each such run
+(the block holding a slot is found by a range Query, ``EventReader.events_at``). A dozen bytes on that write of
+the run's item; a run ended before it was kept has none, and is read as before."""
 
 
 def block_holding(blocks: list[dict[str, Any]], slot: int) -> int | None:

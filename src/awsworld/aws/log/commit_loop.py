@@ -339,7 +339,7 @@ class CommitLoop:
         ttl = self.clients.retention.item_ttl(run_id, now)
         blocks = build_blocks(run_id, seq + 1, records, now)
         for plan in plans:
-            point_at_the_failures_block(plan, blocks)
+            point_at_the_end_block(plan, blocks)
         if create is not None:
             item = {**create, "seq": count, "seqInBand": count if in_band else 1, "updatedAt": now}
             ops.append(TxOp("Put", "run", item=item, condition="attribute_not_exists(pk)"))
@@ -360,12 +360,13 @@ class CommitLoop:
 
 
 
-def point_at_the_failures_block(plan: Plan, blocks: list[dict[str, Any]]) -> None:
-    """A plan that fails its run (its slots filled) keeps on the run's item the block its ``run_failed`` lands in
-    (``blocks.END_BLOCK``): a listing then reads the run's error without a Query of its own. Any other end leaves
-    the item as it was: a completed run's output is read by a listing with values only."""
+def point_at_the_end_block(plan: Plan, blocks: list[dict[str, Any]]) -> None:
+    """A plan that ends its run with a value (its slots filled: a failed run's error, a completed run's output; a
+    cancel has none, ``transitions.py``'s ``endSlot``) keeps on the run's item the block that value's event lands in
+    (``blocks.END_BLOCK``), in the write that ends the run: a listing then reads the error, or with values the
+    output, without a Query of its own."""
     end = plan.run.sets.get("endSlot")
-    if plan.run.sets.get("status") != "failed" or not isinstance(end, int):
+    if plan.run.sets.get("status") not in ("failed", "completed") or not isinstance(end, int):
         return
     first = block_holding(blocks, end)
     if first is not None:

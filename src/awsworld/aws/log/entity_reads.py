@@ -42,6 +42,13 @@ def _key(key: dict[str, str]) -> tuple[str, str]:
     return key["pk"], key["sk"]
 
 
+def _end_read(head: Item, resolve: ResolveData) -> bool:
+    """Whether a run's answer shows its end event's value: an ended run's error, or its output with values."""
+    if not head.get("endSlot") or head["status"] not in TERMINAL_RUN_STATUSES:
+        return False
+    return not (head["status"] == "completed" and resolve == "none")
+
+
 class EntityReads:
     def __init__(self, clients: AWSClients, values: ValueStore, reader: EventReader) -> None:
         self.clients = clients
@@ -73,8 +80,9 @@ class EntityReads:
             # What this process writes for the run next (a stream's chunks, a value) expires with its retention.
             self.clients.retention.remember(run_id, head)
             wanted = [event_key(run_id, 1)] if 1 not in known.get(run_id, _NONE) else []
-            if head.get(END_BLOCK) and head.get("endSlot") and int(head["endSlot"]) not in known.get(run_id, _NONE):
-                wanted.append(event_key(run_id, int(head[END_BLOCK])))  # (a failed run's error: ``END_BLOCK``)
+            ended = _end_read(head, resolve) and head.get(END_BLOCK)
+            if ended and int(head["endSlot"]) not in known.get(run_id, _NONE):
+                wanted.append(event_key(run_id, int(head[END_BLOCK])))  # (its error or output: ``END_BLOCK``)
             if head.get("attrs"):
                 wanted.append(attrs_key(run_id))
             keys.extend(key for key in wanted if _key(key) not in have and key not in keys)
@@ -82,20 +90,18 @@ class EntityReads:
             have.update((_key(i), i) for i in await batch_get(self.clients, keys))
 
         async def end_of(head: Item) -> BlockEvent | None:
-            run_id, slot = head[GSI_RUN_KEY], head.get("endSlot")
-            if not slot or head["status"] not in TERMINAL_RUN_STATUSES:
+            if not _end_read(head, resolve):
                 return None
-            if head["status"] == "completed" and resolve == "none":
-                return None
+            run_id, slot = head[GSI_RUN_KEY], int(head["endSlot"])
             mine = known.get(run_id, _NONE)
-            if int(slot) in mine:
-                return mine[int(slot)]
+            if slot in mine:
+                return mine[slot]
             block = have.get(_key(event_key(run_id, int(head[END_BLOCK])))) if head.get(END_BLOCK) else None
             if block is not None:
-                found = next((event for event in block_events(block) if event.slot == int(slot)), None)
+                found = next((event for event in block_events(block) if event.slot == slot), None)
                 if found is not None:
                     return found
-            return (await self.reader.events_at(run_id, [int(slot)])).get(int(slot))
+            return (await self.reader.events_at(run_id, [slot])).get(slot)
 
         ends = await asyncio.gather(*(end_of(h) for h in heads))
         runs = []
