@@ -6,6 +6,7 @@ thread of the process) still get the real functions. Importing awsworld, or runn
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import random
@@ -242,6 +243,46 @@ async def test_a_log_line_from_a_body_is_stamped_with_the_real_time_and_its_hand
     assert message == "in the body"
     assert abs(created - time.time()) < 60, "the record says when it was written, not the run's time"
     assert abs(stamped - time.time()) < 60
+
+
+IMPORTED_BY_A_BODY = """
+import os, random, time
+from datetime import UTC, datetime
+
+STAMP = time.localtime()  # as botocore's import does
+NONCE = os.urandom(4)  # as boto3's
+RNG = random.Random()  # as aiohttp's
+STARTED = datetime.now(UTC)
+
+
+def reads_the_clock() -> datetime:
+    return datetime.now(UTC)
+"""
+
+
+@workflow
+async def imports_a_module_then_calls_it(module: str) -> str:
+    imported = importlib.import_module(module)  # (``import boto3`` in a body, or in a function the body calls)
+    try:
+        imported.reads_the_clock()
+    except DeterminismError:
+        return "refused"
+    return "allowed"
+
+
+async def test_a_module_a_body_imports_runs_its_code_unrefused_and_its_functions_are_guarded(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # boto3's import (os.urandom, time.localtime) and aiohttp's (random.Random()) in a body failed the run with a
+    # refusal of a call its author never wrote; a module's code runs once per process, not at each replay.
+    from awsworld.testing import WorkflowTestEnv
+
+    (tmp_path / "imported_by_a_body.py").write_text(IMPORTED_BY_A_BODY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "imported_by_a_body", raising=False)
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(imports_a_module_then_calls_it, "imported_by_a_body")
+        assert await run.result(timeout=10) == "refused", "the module's functions, called by the body, are guarded"
+    monkeypatch.delitem(sys.modules, "imported_by_a_body")
 
 
 @workflow

@@ -38,7 +38,8 @@ the same functions bound by name                refused (``from time import time
 
 The replay loop refuses timers (``asyncio.sleep``), threads (``run_in_executor``) and I/O (``open_connection``,
 async HTTP clients, subprocesses: ``replay_loop.IO_METHODS``) the same way. A log call is exempt
-(``LOGGING_PACKAGES``): its record gets the real time, and a clock its logging library reads is not refused.
+(``LOGGING_PACKAGES``): its record gets the real time, and a clock its logging library reads is not refused. So is
+the code of a module the body imports (``import_call``): it runs once per process, not at each replay.
 
 Importing awsworld changes nothing in ``time``, ``uuid``, ``random`` or ``asyncio``. The replacements are put in
 those modules only while a replay loop runs workflow code (``ReplayLoop.run_until_idle`` calls ``enter`` and
@@ -56,6 +57,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import importlib._bootstrap as _bootstrap
+import importlib._bootstrap_external as _bootstrap_external
 import inspect
 import opcode
 import os
@@ -195,6 +198,30 @@ def logging_call(frame: FrameType | None, depth: int = _LOGGING_DEPTH) -> bool:
     return False
 
 
+_IMPORT_SYSTEM_FILES = frozenset((_bootstrap.module_from_spec.__code__.co_filename,
+                                  _bootstrap_external.decode_source.__code__.co_filename))
+"""The file names of the import system's frames (``<frozen importlib._bootstrap>`` and ``..._external>``, or the
+source files' paths in an interpreter built without frozen modules): on the stack while a module's code runs as
+it is imported."""
+_BODY_BOUNDARY = asyncio.events.Handle._run.__code__
+"""The frame below a workflow body's own: ``ReplayLoop.run_until_idle`` runs each ready callback (a task of the
+body) through ``Handle._run``, so a frame of the import system above it is an import the body started."""
+
+
+def import_call(frame: FrameType | None) -> bool:
+    """Whether ``frame`` is running a module's code as the workflow body imports it (``import boto3`` or
+    ``import aiohttp`` inside a body, or in a function it calls): asked only of a call that would be refused.
+    A module's code runs once per process, when the first body to import it runs, not at each replay, so what it
+    does is not a decision of the run: boto3's import reads ``time.localtime()`` and ``os.urandom()``, aiohttp's
+    makes a ``random.Random()``, and a refusal failed the run with a message about a call its author never wrote
+    (docs/concepts/determinism.md)."""
+    while frame is not None and frame.f_code is not _BODY_BOUNDARY:
+        if frame.f_code.co_filename in _IMPORT_SYSTEM_FILES:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def active_execution() -> WorkflowRuntime | None:
     """The run whose workflow body is running right now on this thread, or None (a step, a client, any other
     task): the context variable says which run (``authoring.runtime.current_runtime``), the running loop confirms
@@ -231,7 +258,7 @@ def profile_hook(frame: FrameType, event: str, arg: object) -> None:
             refused = _UNSEEDED
     else:
         return
-    if active_execution() is not None and not logging_call(frame):
+    if active_execution() is not None and not logging_call(frame) and not import_call(frame):
         _rearm_after_refusal(frame)
         raise DeterminismError(f"not allowed in a workflow body: {refused}")
 
