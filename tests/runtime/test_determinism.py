@@ -6,6 +6,7 @@ thread of the process) still get the real functions. Importing awsworld, or runn
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import importlib
 import logging
 import os
@@ -17,6 +18,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -388,6 +390,29 @@ async def test_an_uncaught_refusal_fails_the_run_with_the_reason(e2e) -> None:
                                  "a workflow body: datetime.now() differs on every replay: use awsworld.now()")
     assert failed.value.workflow_name == "runtime.test_determinism.reads_the_clock"
     assert "in reads_the_clock\n    return datetime.now(UTC).isoformat()" in str(failed.value.__cause__)
+
+
+@workflow
+async def stamps_a_mail() -> str:
+    return email.utils.localtime().isoformat()  # (the standard library reads datetime.now() for it)
+
+
+STAMPS_LINE = Path(__file__).read_text().splitlines().index(
+    "    return email.utils.localtime().isoformat()  # (the standard library reads datetime.now() for it)") + 1
+
+
+async def test_a_librarys_refused_call_names_the_library_and_your_line(e2e) -> None:
+    # boto3 in a body (its request signing reads datetime.now()) failed the run with "use awsworld.now()" alone,
+    # to an author who had written s3.list_buckets(); the docs said boto3 was not intercepted at all
+    run = await e2e.start(stamps_a_mail)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    said = str(failed.value)
+    assert said.startswith(f"run {run.run_id} (runtime.test_determinism.stamps_a_mail) failed: not allowed in a "
+                           "workflow body: datetime.now() differs on every replay: use awsworld.now(); the call is "
+                           "email's (email.utils, line "), said
+    assert said.endswith(f", in localtime), made for your code at {__file__}, line {STAMPS_LINE}, in "
+                         "stamps_a_mail: call the library from a @step, whose result the log records"), said
 
 
 @step

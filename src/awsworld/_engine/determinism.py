@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import functools
 import importlib._bootstrap as _bootstrap
 import importlib._bootstrap_external as _bootstrap_external
 import inspect
@@ -259,8 +260,58 @@ def profile_hook(frame: FrameType, event: str, arg: object) -> None:
     else:
         return
     if active_execution() is not None and not logging_call(frame) and not import_call(frame):
+        made_by = library_call(frame) if event == "c_call" else library_call(frame.f_back, frame.f_code.co_filename)
         _rearm_after_refusal(frame)
-        raise DeterminismError(f"not allowed in a workflow body: {refused}")
+        raise DeterminismError(f"not allowed in a workflow body: {refused}{made_by}")
+
+
+def _top_package(frame: FrameType) -> str:
+    return str(frame.f_globals.get("__name__")).partition(".")[0]
+
+
+def _where(frame: FrameType) -> str:
+    return f"{frame.f_code.co_filename}, line {frame.f_lineno}, in {frame.f_code.co_name}"
+
+
+@functools.cache
+def _installed_packages() -> frozenset[str]:
+    """The top-level names the installed distributions provide (their ``.dist-info``: site-packages, and what
+    ``sam build`` installs beside a function's modules). Read once, at the first refusal of a library's call (and
+    imported then: not on a cold start's path)."""
+    import importlib.metadata
+
+    return frozenset(importlib.metadata.packages_distributions())
+
+
+def library_call(caller: FrameType | None, refused_file: str | None = None) -> str:
+    """What a refusal adds when the refused call is a library's, not the body's own (boto3 signing a request
+    reads ``datetime.now()``, ``tempfile`` makes a ``random.Random()``): the library's line and the line of the
+    body's code that called it, and that the call belongs in a step. The refusal alone said ``use
+    awsworld.now()`` to an author who had written ``s3.list_buckets()``. ``caller`` is the frame that made the
+    refused call (the one a ``c_call`` event stops in, or the caller of a refused Python function, whose own
+    module's frames, in ``refused_file``, are passed over: ``random.Random()`` seeds in ``Random.__init__``). The
+    body's code is the package of the outermost frame of the workflow's task that is neither awsworld's nor
+    asyncio's (``_BODY_BOUNDARY`` ends the task's frames). A library is Python's own module or an installed
+    distribution's: a module of the project beside the workflow's is the author's code, and its call is refused
+    as the body's."""
+    while caller is not None and caller.f_code.co_filename == refused_file:
+        caller = caller.f_back
+    if caller is None:
+        return ""
+    frames: list[FrameType] = []
+    frame: FrameType | None = caller
+    while frame is not None and frame.f_code is not _BODY_BOUNDARY:
+        frames.append(frame)
+        frame = frame.f_back
+    body = next((f for f in reversed(frames) if _top_package(f) not in ("awsworld", "asyncio")), None)
+    library = _top_package(caller)
+    if body is None or library == _top_package(body) or not (
+            library in sys.stdlib_module_names or library in _installed_packages()):
+        return ""
+    yours = next(f for f in frames if _top_package(f) == _top_package(body))
+    return (f"; the call is {library}'s ({caller.f_globals.get('__name__')}, line {caller.f_lineno}, in "
+            f"{caller.f_code.co_name}), made for your code at {_where(yours)}: call the library from a @step, "
+            "whose result the log records")
 
 
 def _rearm_after_refusal(frame: FrameType) -> None:
