@@ -6,6 +6,8 @@ thread of the process) still get the real functions. Importing awsworld, or runn
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import importlib
 import logging
 import os
 import random
@@ -16,6 +18,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -244,6 +247,46 @@ async def test_a_log_line_from_a_body_is_stamped_with_the_real_time_and_its_hand
     assert abs(stamped - time.time()) < 60
 
 
+IMPORTED_BY_A_BODY = """
+import os, random, time
+from datetime import UTC, datetime
+
+STAMP = time.localtime()  # as botocore's import does
+NONCE = os.urandom(4)  # as boto3's
+RNG = random.Random()  # as aiohttp's
+STARTED = datetime.now(UTC)
+
+
+def reads_the_clock() -> datetime:
+    return datetime.now(UTC)
+"""
+
+
+@workflow
+async def imports_a_module_then_calls_it(module: str) -> str:
+    imported = importlib.import_module(module)  # (``import boto3`` in a body, or in a function the body calls)
+    try:
+        imported.reads_the_clock()
+    except DeterminismError:
+        return "refused"
+    return "allowed"
+
+
+async def test_a_module_a_body_imports_runs_its_code_unrefused_and_its_functions_are_guarded(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # boto3's import (os.urandom, time.localtime) and aiohttp's (random.Random()) in a body failed the run with a
+    # refusal of a call its author never wrote; a module's code runs once per process, not at each replay.
+    from awsworld.testing import WorkflowTestEnv
+
+    (tmp_path / "imported_by_a_body.py").write_text(IMPORTED_BY_A_BODY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "imported_by_a_body", raising=False)
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(imports_a_module_then_calls_it, "imported_by_a_body")
+        assert await run.result(timeout=10) == "refused", "the module's functions, called by the body, are guarded"
+    monkeypatch.delitem(sys.modules, "imported_by_a_body")
+
+
 @workflow
 async def catches_refusals_broadly() -> list[str]:
     outcomes = []
@@ -347,6 +390,29 @@ async def test_an_uncaught_refusal_fails_the_run_with_the_reason(e2e) -> None:
                                  "a workflow body: datetime.now() differs on every replay: use awsworld.now()")
     assert failed.value.workflow_name == "runtime.test_determinism.reads_the_clock"
     assert "in reads_the_clock\n    return datetime.now(UTC).isoformat()" in str(failed.value.__cause__)
+
+
+@workflow
+async def stamps_a_mail() -> str:
+    return email.utils.localtime().isoformat()  # (the standard library reads datetime.now() for it)
+
+
+STAMPS_LINE = Path(__file__).read_text().splitlines().index(
+    "    return email.utils.localtime().isoformat()  # (the standard library reads datetime.now() for it)") + 1
+
+
+async def test_a_librarys_refused_call_names_the_library_and_your_line(e2e) -> None:
+    # boto3 in a body (its request signing reads datetime.now()) failed the run with "use awsworld.now()" alone,
+    # to an author who had written s3.list_buckets(); the docs said boto3 was not intercepted at all
+    run = await e2e.start(stamps_a_mail)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    said = str(failed.value)
+    assert said.startswith(f"run {run.run_id} (runtime.test_determinism.stamps_a_mail) failed: not allowed in a "
+                           "workflow body: datetime.now() differs on every replay: use awsworld.now(); the call is "
+                           "email's (email.utils, line "), said
+    assert said.endswith(f", in localtime), made for your code at {__file__}, line {STAMPS_LINE}, in "
+                         "stamps_a_mail: call the library from a @step, whose result the log records"), said
 
 
 @step

@@ -38,7 +38,8 @@ the same functions bound by name                refused (``from time import time
 
 The replay loop refuses timers (``asyncio.sleep``), threads (``run_in_executor``) and I/O (``open_connection``,
 async HTTP clients, subprocesses: ``replay_loop.IO_METHODS``) the same way. A log call is exempt
-(``LOGGING_PACKAGES``): its record gets the real time, and a clock its logging library reads is not refused.
+(``LOGGING_PACKAGES``): its record gets the real time, and a clock its logging library reads is not refused. So is
+the code of a module the body imports (``import_call``): it runs once per process, not at each replay.
 
 Importing awsworld changes nothing in ``time``, ``uuid``, ``random`` or ``asyncio``. The replacements are put in
 those modules only while a replay loop runs workflow code (``ReplayLoop.run_until_idle`` calls ``enter`` and
@@ -56,6 +57,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import functools
+import importlib._bootstrap as _bootstrap
+import importlib._bootstrap_external as _bootstrap_external
 import inspect
 import opcode
 import os
@@ -195,6 +199,30 @@ def logging_call(frame: FrameType | None, depth: int = _LOGGING_DEPTH) -> bool:
     return False
 
 
+_IMPORT_SYSTEM_FILES = frozenset((_bootstrap.module_from_spec.__code__.co_filename,
+                                  _bootstrap_external.decode_source.__code__.co_filename))
+"""The file names of the import system's frames (``<frozen importlib._bootstrap>`` and ``..._external>``, or the
+source files' paths in an interpreter built without frozen modules): on the stack while a module's code runs as
+it is imported."""
+_BODY_BOUNDARY = asyncio.events.Handle._run.__code__
+"""The frame below a workflow body's own: ``ReplayLoop.run_until_idle`` runs each ready callback (a task of the
+body) through ``Handle._run``, so a frame of the import system above it is an import the body started."""
+
+
+def import_call(frame: FrameType | None) -> bool:
+    """Whether ``frame`` is running a module's code as the workflow body imports it (``import boto3`` or
+    ``import aiohttp`` inside a body, or in a function it calls): asked only of a call that would be refused.
+    A module's code runs once per process, when the first body to import it runs, not at each replay, so what it
+    does is not a decision of the run: boto3's import reads ``time.localtime()`` and ``os.urandom()``, aiohttp's
+    makes a ``random.Random()``, and a refusal failed the run with a message about a call its author never wrote
+    (docs/concepts/determinism.md)."""
+    while frame is not None and frame.f_code is not _BODY_BOUNDARY:
+        if frame.f_code.co_filename in _IMPORT_SYSTEM_FILES:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def active_execution() -> WorkflowRuntime | None:
     """The run whose workflow body is running right now on this thread, or None (a step, a client, any other
     task): the context variable says which run (``authoring.runtime.current_runtime``), the running loop confirms
@@ -231,9 +259,59 @@ def profile_hook(frame: FrameType, event: str, arg: object) -> None:
             refused = _UNSEEDED
     else:
         return
-    if active_execution() is not None and not logging_call(frame):
+    if active_execution() is not None and not logging_call(frame) and not import_call(frame):
+        made_by = library_call(frame) if event == "c_call" else library_call(frame.f_back, frame.f_code.co_filename)
         _rearm_after_refusal(frame)
-        raise DeterminismError(f"not allowed in a workflow body: {refused}")
+        raise DeterminismError(f"not allowed in a workflow body: {refused}{made_by}")
+
+
+def _top_package(frame: FrameType) -> str:
+    return str(frame.f_globals.get("__name__")).partition(".")[0]
+
+
+def _where(frame: FrameType) -> str:
+    return f"{frame.f_code.co_filename}, line {frame.f_lineno}, in {frame.f_code.co_name}"
+
+
+@functools.cache
+def _installed_packages() -> frozenset[str]:
+    """The top-level names the installed distributions provide (their ``.dist-info``: site-packages, and what
+    ``sam build`` installs beside a function's modules). Read once, at the first refusal of a library's call (and
+    imported then: not on a cold start's path)."""
+    import importlib.metadata
+
+    return frozenset(importlib.metadata.packages_distributions())
+
+
+def library_call(caller: FrameType | None, refused_file: str | None = None) -> str:
+    """What a refusal adds when the refused call is a library's, not the body's own (boto3 signing a request
+    reads ``datetime.now()``, ``tempfile`` makes a ``random.Random()``): the library's line and the line of the
+    body's code that called it, and that the call belongs in a step. The refusal alone said ``use
+    awsworld.now()`` to an author who had written ``s3.list_buckets()``. ``caller`` is the frame that made the
+    refused call (the one a ``c_call`` event stops in, or the caller of a refused Python function, whose own
+    module's frames, in ``refused_file``, are passed over: ``random.Random()`` seeds in ``Random.__init__``). The
+    body's code is the package of the outermost frame of the workflow's task that is neither awsworld's nor
+    asyncio's (``_BODY_BOUNDARY`` ends the task's frames). A library is Python's own module or an installed
+    distribution's: a module of the project beside the workflow's is the author's code, and its call is refused
+    as the body's."""
+    while caller is not None and caller.f_code.co_filename == refused_file:
+        caller = caller.f_back
+    if caller is None:
+        return ""
+    frames: list[FrameType] = []
+    frame: FrameType | None = caller
+    while frame is not None and frame.f_code is not _BODY_BOUNDARY:
+        frames.append(frame)
+        frame = frame.f_back
+    body = next((f for f in reversed(frames) if _top_package(f) not in ("awsworld", "asyncio")), None)
+    library = _top_package(caller)
+    if body is None or library == _top_package(body) or not (
+            library in sys.stdlib_module_names or library in _installed_packages()):
+        return ""
+    yours = next(f for f in frames if _top_package(f) == _top_package(body))
+    return (f"; the call is {library}'s ({caller.f_globals.get('__name__')}, line {caller.f_lineno}, in "
+            f"{caller.f_code.co_name}), made for your code at {_where(yours)}: call the library from a @step, "
+            "whose result the log records")
 
 
 def _rearm_after_refusal(frame: FrameType) -> None:
