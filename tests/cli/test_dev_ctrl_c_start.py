@@ -409,6 +409,31 @@ def test_a_sigterm_while_awsworld_cli_loads_is_devs_ctrl_c(module: str, tmp_path
     assert process.stderr == "\nstopped\n" and process.stdout == "", process
 
 
+@pytest.mark.parametrize("command", ["serve", "ui"])
+@pytest.mark.parametrize("module", ["argparse", "awsworld.cli.serve"])
+def test_a_sigterm_while_awsworld_cli_loads_is_a_servers_ctrl_c_too(command: str, module: str,
+                                                                    tmp_path: Path) -> None:
+    """``serve`` and ``ui`` stop on SIGTERM as on Ctrl-C once their server runs (``_http/listen.sigterm_as_ctrl_c``);
+    before it, as their modules loaded, a SIGTERM ended them by Python's default, exit -15 and nothing said. The
+    early handler (``cli/early_sigterm.STOPPED_BY_SIGTERM``) covers them as it covers dev: "stopped", exit 130."""
+    process = subprocess.run([sys.executable, "-c", SIGTERM_AT_AN_IMPORT, module, command], cwd=tmp_path,
+                             env=_clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=_preexec())
+    assert process.returncode == 130, (process.returncode, process.stdout, process.stderr)
+    assert process.stderr == "\nstopped\n" and process.stdout == "", process
+
+
+def test_a_sigterm_while_a_failure_is_described_is_a_stop(tmp_path: Path) -> None:
+    """A stop that lands after ``main``'s own ``except KeyboardInterrupt``, as it describes a failure (``serve`` with
+    no stack configured: ``errors.describe`` imports ``authoring.definitions``), printed a traceback and ended the
+    process by SIGINT (-2); ``run`` answers it as every other stop: "stopped", exit 130."""
+    env = {k: v for k, v in _clean_env().items() if not k.startswith("AWSWORLD_")}
+    process = subprocess.run([sys.executable, "-c", SIGTERM_AT_AN_IMPORT, "awsworld.authoring.definitions", "serve"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                             preexec_fn=_preexec())
+    assert process.returncode == 130, (process.returncode, process.stdout, process.stderr)
+    assert process.stderr.endswith("\nstopped\n") and "Traceback" not in process.stderr, process.stderr
+
+
 def test_a_sigterm_at_any_moment_of_devs_first_tenths_of_a_second_is_devs_ctrl_c(tmp_path: Path) -> None:
     """SIGTERM at small delays after the spawn: once awsworld's CLI has begun to load (``-X importtime`` says
     ``awsworld.cli.early_sigterm`` was imported, the line before its handler is set), dev says "stopped" and

@@ -18,7 +18,7 @@ import sys
 from . import early_sigterm
 from .exit_codes import READER_GONE, STOPPED
 
-early_sigterm.install()  # first: a SIGTERM to ``dev`` from here on says "stopped", exit 130 (not Python's -15)
+early_sigterm.install()  # first: a SIGTERM to dev/serve/ui from here on says "stopped", exit 130 (not Python's -15)
 
 
 def stopped() -> int:
@@ -127,8 +127,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> NoReturn:
     """The ``awsworld`` process (its console script, and ``python -m awsworld.cli``): ``main``'s exit code as the
-    process's exit status, the process ended without waiting for a thread still in a request (``_end_now``)."""
-    code = main()
+    process's exit status, the process ended without waiting for a thread still in a request (``_end_now``). A
+    Ctrl-C (or dev/serve/ui's SIGTERM) that lands while ``main`` describes a failure, after its own ``except
+    KeyboardInterrupt``, is a stop too: it printed a traceback, then ended the process by SIGINT."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = stopped()
     _end_now(code)
     sys.exit(code)
 
