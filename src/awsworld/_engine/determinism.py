@@ -187,13 +187,18 @@ itself (loguru's and structlog's ``datetime.now()``) is not refused."""
 _LOGGING_DEPTH = 12  # how many frames ``logging_call`` looks at for a refusal: a log call's handler, formatter...
 
 
+def _top_package(frame: FrameType) -> str:
+    """The top-level package of the module ``frame`` runs code of (``botocore`` for ``botocore.compat``)."""
+    return str(frame.f_globals.get("__name__")).partition(".")[0]
+
+
 def logging_call(frame: FrameType | None, depth: int = _LOGGING_DEPTH) -> bool:
     """Whether ``frame`` or one of its callers (``depth`` frames in all) is code of one of the
     ``LOGGING_PACKAGES``: asked only of a call that reads the clock or would be refused, never of every call."""
     for _ in range(depth):
         if frame is None:
             return False
-        if str(frame.f_globals.get("__name__")).partition(".")[0] in LOGGING_PACKAGES:
+        if _top_package(frame) in LOGGING_PACKAGES:
             return True
         frame = frame.f_back
     return False
@@ -263,10 +268,6 @@ def profile_hook(frame: FrameType, event: str, arg: object) -> None:
         made_by = library_call(frame) if event == "c_call" else library_call(frame.f_back, frame.f_code.co_filename)
         _rearm_after_refusal(frame)
         raise DeterminismError(f"not allowed in a workflow body: {refused}{made_by}")
-
-
-def _top_package(frame: FrameType) -> str:
-    return str(frame.f_globals.get("__name__")).partition(".")[0]
 
 
 def _where(frame: FrameType) -> str:
