@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
 
 from awsworld import FatalError, Run, WorkflowRunFailedError, workflow
 from awsworld.aws import AWSWorld
@@ -52,18 +55,19 @@ async def _forget_the_end_block(world: AWSWorld, run_id: str) -> None:
                           UpdateExpression="REMOVE #b", ExpressionAttributeNames={"#b": END_BLOCK})
 
 
-async def test_a_listing_reads_failed_runs_errors_without_a_query_each(local: LocalAWS) -> None:
-    assert local.client is not None
-    # A World of the listing's own: the background worker's requests (its polls, the watchdog's Queries) land on
-    # ``local.world``'s counters, and under load they fell inside the listing's window (CI 102: 16 Queries, not 4).
-    world = AWSWorld(local.world.config)
+@pytest.fixture
+async def world(local: LocalAWS) -> AsyncIterator[AWSWorld]:
+    """A World of the listings' own on ``local``'s stack: the background worker's requests (its polls, the
+    watchdog's Queries) land on ``local.world``'s counters, and under load they fell inside a listing's window
+    (CI 102: 16 Queries, not 4)."""
+    own = AWSWorld(local.world.config)
     try:
-        await _listed_errors(local, world)
+        yield own
     finally:
-        await world.close()
+        await own.close()
 
 
-async def _listed_errors(local: LocalAWS, world: AWSWorld) -> None:
+async def test_a_listing_reads_failed_runs_errors_without_a_query_each(local: LocalAWS, world: AWSWorld) -> None:
     assert local.client is not None
     await _ended([await local.client.start(fails, 0), await local.client.start(ok, 0)])
     one, _ = await _listing(world)
@@ -87,19 +91,12 @@ async def _listed_errors(local: LocalAWS, world: AWSWorld) -> None:
     assert again["dynamodb.Query"] == six["dynamodb.Query"] + 1, (six, again)
 
 
-async def test_a_listing_with_values_reads_completed_runs_outputs_without_a_query_each(local: LocalAWS) -> None:
+async def test_a_listing_with_values_reads_completed_runs_outputs_without_a_query_each(local: LocalAWS,
+                                                                                       world: AWSWorld) -> None:
     """A completed run's item keeps the block of its ``run_completed`` too (written in the write that ends it), so
     a listing with values reads every output in its one ``BatchGetItem``: it made one Query per completed run
     (``bench/run_listing.py``). A listing without values reads no output, and no such block. A run completed
     before the item kept it is read with its Query, as before."""
-    world = AWSWorld(local.world.config)  # the listing's own counters (see the test above)
-    try:
-        await _listed_outputs(local, world)
-    finally:
-        await world.close()
-
-
-async def _listed_outputs(local: LocalAWS, world: AWSWorld) -> None:
     assert local.client is not None
     await _ended([await local.client.start(ok, 0)])
     one, _ = await _listing(world, "listingreads.ok", "all")
