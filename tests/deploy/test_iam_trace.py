@@ -52,7 +52,14 @@ from awsworld.world.messages import FlowMessage, queue_name_for
 
 from . import app
 from .lambda_env import EventSourceMapping, LambdaContext
-from .test_template import as_list, statements
+from .test_template import (
+    IN_A_VPC,
+    NETWORK_INTERFACE_ACTIONS,
+    STEP_POLICIES_IF_GIVEN,
+    as_list,
+    resolved,
+    statements,
+)
 from .test_webhook_handler import url_event, wait_for_hook
 
 KIB = 1024
@@ -72,6 +79,8 @@ NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
         ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
         ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
         ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+        **{(action, "*"): "Lambda makes the function's network interfaces with the role (only in a VPC: SubnetIds)"
+           for action in NETWORK_INTERFACE_ACTIONS},
     },
     "WebhookFunctionRole": {
         ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
@@ -89,6 +98,13 @@ NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
                                      "run expired) with AccessDenied, and a command would report a permission "
                                      "it has as missing",
     },
+}
+
+# The grants above that the template holds only when a parameter asks for them: absent with every parameter's
+# default, present with these values (test_a_parameter_adds_exactly_the_grants_it_is_for).
+SWITCHED_ON_BY: dict[str, tuple[dict[str, str], set[Grant]]] = {
+    "EnableTracing": ({"EnableTracing": "true"}, {("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*")}),
+    "a VPC": (IN_A_VPC, {(action, "*") for action in NETWORK_INTERFACE_ACTIONS}),
 }
 
 # Operations whose IAM action is named differently, or that are authorized per item (a transaction needs the
@@ -208,7 +224,11 @@ def _resource_kind(resource: Any) -> str:
 
 
 def granted(template: dict[str, Any], role: str) -> set[Grant]:
-    """What ``role`` grants: its own policies' statements and those of the policies attached to it (``Roles``)."""
+    """What ``role`` grants: its own policies' statements and those of the policies attached to it (``Roles``).
+    Not the user's ``StepPolicyArns`` (what their steps call is no code path of awsworld's): the flow function's
+    role may carry those, when given, and no other managed policy, which this test could not see into."""
+    managed = template["Resources"][role]["Properties"].get("ManagedPolicyArns")
+    assert managed in (None, STEP_POLICIES_IF_GIVEN), f"{role} carries a managed policy whose grants are untraced"
     attached = {name for name, resource in template["Resources"].items() if resource["Type"] == "AWS::IAM::Policy"
                 and {"Ref": role} in as_list(resource["Properties"].get("Roles", []))}
     return {(action, _resource_kind(resource)) for name, _, statement in statements(template)
@@ -755,6 +775,17 @@ def test_the_role_grants_nothing_its_handler_does_not_use(traced: dict[str, Trac
     surplus = {grant for grant in grants - set(allowed) if not any(covers(grant, used) for used in traced[role].grants)}
     assert not surplus, (f"{role} grants {sorted(surplus)}, which no traced code path uses: remove them from "
                          "template.yaml, or list them in NOT_CALLED_BY_CODE with the reason")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_a_parameter_adds_exactly_the_grants_it_is_for(template: dict[str, Any], role: str) -> None:
+    """The grants no code path uses that exist for a parameter (X-Ray's, the VPC's network interfaces) are absent
+    with the defaults and, with the parameter set, are all the parameter adds to the roles that list them."""
+    unswitched = granted(resolved(template), role)
+    for parameter, (values, grants) in SWITCHED_ON_BY.items():
+        assert not unswitched & grants, f"{role} grants {sorted(unswitched & grants)} without {parameter}"
+        switched = granted(resolved(template, **values), role)
+        assert switched - unswitched == grants & set(NOT_CALLED_BY_CODE[role]), (role, parameter)
 
 
 def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) -> None:

@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,92 @@ def of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+_REMOVED = object()  # what ``{"Ref": "AWS::NoValue"}`` resolves to: the key or list item is left out
+
+
+def parameter_values(template: dict[str, Any], parameters: dict[str, str]) -> dict[str, str | list[str]]:
+    """Every parameter's value as CloudFormation passes it: the given text or the default, split at commas for a
+    ``CommaDelimitedList`` (so an empty one is ``[""]``)."""
+    unknown = set(parameters) - set(template["Parameters"])
+    assert not unknown, f"the template has no parameter {sorted(unknown)}"
+    values: dict[str, str | list[str]] = {}
+    for name, spec in template["Parameters"].items():
+        text = parameters[name] if name in parameters else str(spec.get("Default", ""))
+        values[name] = text.split(",") if spec["Type"] == "CommaDelimitedList" else text
+    return values
+
+
+def _truth(template: dict[str, Any], values: dict[str, str | list[str]]) -> Callable[[Any], bool]:
+    """Decides a condition or a rule's assertion with these parameter values (the functions this template uses)."""
+    decided: dict[str, bool] = {}
+
+    def operand(node: Any) -> Any:
+        if isinstance(node, dict) and set(node) == {"Ref"}:
+            return values[node["Ref"]]
+        if isinstance(node, dict) and set(node) == {"Fn::Join"}:
+            separator, parts = node["Fn::Join"]
+            return separator.join(str(part) for part in as_list(operand(parts)))
+        return node
+
+    def holds(node: Any) -> bool:
+        ((function, arguments),) = node.items()
+        if function == "Condition":
+            if arguments not in decided:
+                decided[arguments] = holds(template["Conditions"][arguments])
+            return decided[arguments]
+        if function == "Fn::Equals":
+            return str(operand(arguments[0])) == str(operand(arguments[1]))
+        if function == "Fn::EachMemberEquals":
+            return all(member == arguments[1] for member in as_list(operand(arguments[0])))
+        if function == "Fn::Not":
+            return not holds(arguments[0])
+        if function == "Fn::And":
+            return all(holds(argument) for argument in arguments)
+        if function == "Fn::Or":
+            return any(holds(argument) for argument in arguments)
+        raise AssertionError(f"a condition function this test does not evaluate: {function}")
+
+    return holds
+
+
+def resolved(template: dict[str, Any], **parameters: str) -> dict[str, Any]:
+    """``template`` as CloudFormation applies it with these parameter values (the others their defaults): each
+    ``Fn::If`` replaced by its branch, ``AWS::NoValue`` left out, the resources and outputs whose condition is
+    false left out, and a parameter's ``Ref`` replaced by its value. Resources' and pseudo parameters' ``Ref``,
+    ``Fn::GetAtt`` and ``Fn::Sub`` stay as written: two resolutions compare as deployed stacks would."""
+    values = parameter_values(template, parameters)
+    holds = _truth(template, values)
+
+    def apply(node: Any) -> Any:
+        if isinstance(node, list):
+            return [item for item in map(apply, node) if item is not _REMOVED]
+        if not isinstance(node, dict):
+            return node
+        if set(node) == {"Fn::If"}:
+            condition, when_true, when_false = node["Fn::If"]
+            return apply(when_true if holds({"Condition": condition}) else when_false)
+        if set(node) == {"Ref"} and node["Ref"] == "AWS::NoValue":
+            return _REMOVED
+        if set(node) == {"Ref"} and node["Ref"] in values:
+            return values[node["Ref"]]
+        return {key: item for key, item in ((key, apply(value)) for key, value in node.items()) if item is not _REMOVED}
+
+    def kept(section: dict[str, Any]) -> dict[str, Any]:
+        return {name: apply(entry) for name, entry in section.items()
+                if "Condition" not in entry or holds({"Condition": entry["Condition"]})}
+
+    return {**template, "Globals": apply(template["Globals"]), "Resources": kept(template["Resources"]),
+            "Outputs": kept(template["Outputs"])}
+
+
+def refusals(template: dict[str, Any], **parameters: str) -> list[str]:
+    """What CloudFormation answers a change set with these parameter values: the ``AssertDescription`` of each
+    ``Rules`` assertion that fails (none: it goes ahead)."""
+    holds = _truth(template, parameter_values(template, parameters))
+    return [assertion["AssertDescription"] for rule in template.get("Rules", {}).values()
+            for assertion in rule["Assertions"] if not holds(assertion["Assert"])]
 
 
 # ------------------------------------------------------------------------------------------ storage
@@ -317,8 +403,12 @@ def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> 
         actions = as_list(statement["Action"])
         assert all("*" not in action for action in actions), (name, actions)
         if as_list(statement["Resource"]) == ["*"]:
-            # X-Ray has no resource-level permissions; the statement exists only when tracing is on.
-            assert set(actions) <= TRACING_ACTIONS and condition == "TracingEnabled", (name, statement)
+            # X-Ray has no resource-level permissions; the statement exists only when tracing is on. Neither do the
+            # network interfaces' Describe actions, and an interface's ID is not known before Lambda makes it: the
+            # flow function's role grants them only in a VPC.
+            assert (set(actions) <= TRACING_ACTIONS and condition == "TracingEnabled") or (
+                actions == NETWORK_INTERFACE_ACTIONS and condition == "InVpc" and name == "FlowFunctionRole"), (
+                name, statement)
             continue
         if as_list(statement["Resource"]) == [{"Ref": "PayloadKmsKeyArn"}]:
             # The user's key, only when encryption is on, only for data keys of this stack's table's runs.
@@ -340,13 +430,88 @@ def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> 
                 assert actions == expected, (name, actions)
 
 
-def test_functions_use_the_templates_roles_and_no_managed_policy(template: dict[str, Any]) -> None:
+def test_functions_use_the_templates_roles_and_no_managed_policy_but_your_step_policies(
+        template: dict[str, Any]) -> None:
+    """The one managed policy a role may carry is the user's, for their steps (``StepPolicyArns``), on the flow
+    function's role alone, and only when given; no AWS managed policy (SAM adds none to a function given a
+    ``Role``, VpcConfig or not)."""
     for name in ("FlowFunction", "WebhookFunction"):
         function = props(template, name)
         assert function["Role"] == {"Fn::GetAtt": [f"{name}Role", "Arn"]}
         assert "Policies" not in function
     for name, role in of_type(template, "AWS::IAM::Role").items():
-        assert "ManagedPolicyArns" not in role["Properties"], name
+        expected = STEP_POLICIES_IF_GIVEN if name == "FlowFunctionRole" else None
+        assert role["Properties"].get("ManagedPolicyArns") == expected, name
+
+
+STEP_POLICIES_IF_GIVEN = {"Fn::If": ["StepPoliciesAttached", {"Ref": "StepPolicyArns"}, {"Ref": "AWS::NoValue"}]}
+"""The flow function's role's ``ManagedPolicyArns``: the user's policies for their steps, when given."""
+NETWORK_INTERFACE_ACTIONS = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+                             "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
+                             "ec2:UnassignPrivateIpAddresses"]
+"""What Lambda does with the role of a function in a VPC: ``AWSLambdaVPCAccessExecutionRole``'s EC2 actions."""
+STEP_POLICIES = "arn:aws:iam::123456789012:policy/orders-steps,arn:aws:iam::123456789012:policy/orders-secrets"
+IN_A_VPC = {"SubnetIds": "subnet-0a1b2c3d4e5f60718,subnet-0f1e2d3c4b5a69788",
+            "SecurityGroupIds": "sg-0123456789abcdef0"}
+PAYLOAD_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def test_the_step_access_parameters_are_empty_lists_by_default(template: dict[str, Any]) -> None:
+    """Empty by default, so an existing stack's update and a new user's Enter through ``sam deploy --guided`` keep
+    the roles and the functions as they were (the test below checks that empty adds nothing)."""
+    for name in ("StepPolicyArns", "SubnetIds", "SecurityGroupIds"):
+        parameter = template["Parameters"][name]
+        assert (parameter["Type"], parameter["Default"]) == ("CommaDelimitedList", ""), name
+        assert "docs/how-to/aws-from-steps.md" in parameter["Description"] or name == "SecurityGroupIds", name
+    assert "VPC endpoints or a NAT" in template["Parameters"]["SubnetIds"]["Description"]
+
+
+@pytest.mark.parametrize("others", [{}, {"WorldServer": "true", "EnableTracing": "true",
+                                         "PayloadKmsKeyArn": PAYLOAD_KEY}],
+                         ids=["defaults", "world-server-tracing-and-a-payload-key"])
+@pytest.mark.parametrize("given", ["StepPolicyArns", "a VPC", "both"])
+def test_step_policies_and_a_vpc_reach_the_flow_function_alone_and_add_nothing_else(
+        template: dict[str, Any], others: dict[str, str], given: str) -> None:
+    """With the parameters empty the stack resolves to what it was before they existed: no managed policy, no
+    VpcConfig, no EC2 grant anywhere. Given, the only differences are the user's policies on the flow function's
+    role (where steps run; the World server shares that role), the flow function's VpcConfig (not the webhook's
+    nor the World server's: they run no step) and the network interface grant Lambda needs for it."""
+    before = resolved(template, **others)
+    text = json.dumps([before["Resources"], before["Globals"]])
+    assert "ManagedPolicyArns" not in text and "VpcConfig" not in text and '"ec2:' not in text
+    parameters = {**({"StepPolicyArns": STEP_POLICIES} if given != "a VPC" else {}),
+                  **(IN_A_VPC if given != "StepPolicyArns" else {})}
+    after = resolved(template, **others, **parameters)
+    role = after["Resources"]["FlowFunctionRole"]["Properties"]
+    if "StepPolicyArns" in parameters:
+        assert role.pop("ManagedPolicyArns") == STEP_POLICIES.split(",")
+    if "SubnetIds" in parameters:
+        assert after["Resources"]["FlowFunction"]["Properties"].pop("VpcConfig") == {
+            "SubnetIds": IN_A_VPC["SubnetIds"].split(","), "SecurityGroupIds": [IN_A_VPC["SecurityGroupIds"]]}
+        (policy,) = role["Policies"]
+        statements_of_the_role = policy["PolicyDocument"]["Statement"]
+        network = {"Sid": "VpcNetworkInterfaces", "Effect": "Allow", "Action": NETWORK_INTERFACE_ACTIONS,
+                   "Resource": "*"}
+        assert network in statements_of_the_role
+        statements_of_the_role.remove(network)
+    assert after == before
+
+
+@pytest.mark.parametrize(("parameters", "refused"), [
+    ({}, False), (IN_A_VPC, False),
+    ({"SubnetIds": IN_A_VPC["SubnetIds"]}, True), ({"SecurityGroupIds": IN_A_VPC["SecurityGroupIds"]}, True)],
+    ids=["neither", "both", "subnets-alone", "security-groups-alone"])
+def test_subnets_and_security_groups_go_together_or_the_change_set_is_refused_saying_so(
+        template: dict[str, Any], parameters: dict[str, str], refused: bool) -> None:
+    """Security groups alone would be ignored in silence (``InVpc`` reads the subnets) and subnets alone fail
+    midway through the deploy (Lambda refuses a function an empty security group): the template's rule refuses the
+    change set at once, naming both parameters."""
+    answer = refusals(template, **parameters)
+    if refused:
+        (message,) = answer
+        assert "SubnetIds and SecurityGroupIds go together" in message
+    else:
+        assert answer == []
 
 
 def test_iam_covers_the_table_and_what_the_event_source_needs(template: dict[str, Any]) -> None:

@@ -7,8 +7,11 @@ The examples' own test files (``test_*.py``) run in ``test_example_tests.py``, a
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import importlib
 import inspect
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -19,12 +22,13 @@ from typing import Any
 import pytest
 
 from awsworld.cli.dev import environment
-from awsworld.local import LocalAWS
+from awsworld.local import LocalAWS, MotoServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 # Examples that talk to a stack: run on the emulator, with the variables `awsworld dev` exports.
-ON_THE_EMULATOR = {"operate/start_on_stack.py", "how_to/local_aws.py", "how_to/http_client.py"}
+ON_THE_EMULATOR = {"operate/start_on_stack.py", "how_to/local_aws.py", "how_to/http_client.py",
+                   "how_to/step_secrets.py"}
 
 
 def example_files() -> list[Path]:
@@ -82,6 +86,39 @@ async def test_the_emulator_example_runs(example_path: None) -> None:
     """``LocalAWS`` from Python: it provisions, serves the workflow's deliveries in this process, and stops."""
     module = load(EXAMPLES / "how_to" / "local_aws.py")
     assert await module.main() == "hello emulator"
+
+
+async def test_a_step_reads_a_secret_and_a_setting_through_powertools(
+        moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch, example_path: None) -> None:
+    """The how-to's step on moto's server: its own boto3 (Powertools' providers) follows the process's environment,
+    as the flow function's does on Lambda and as it does under ``awsworld dev`` (which leaves that environment
+    alone), and signs with the secret it read. Then the secret is deleted on the server and the step signs with
+    it all the same: Powertools served it from its cache, across runs of the same process, without a request."""
+    from aws_lambda_powertools.utilities import parameters
+
+    from awsworld.testing import WorkflowTestEnv
+
+    for name, value in {"AWS_ENDPOINT_URL": moto_server.endpoint_url, "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    parameters.clear_caches()  # the providers (and their boto3 clients) are made on first use, from this env
+    try:
+        module = load(EXAMPLES / "how_to" / "step_secrets.py")
+        charged = await module.main()
+        body = '{"order": "A-17", "cents": 1250}'
+        signature = hmac.new(b"example-signing-key", body.encode(), hashlib.sha256).hexdigest()
+        assert charged == {"url": "https://payments.example/charges", "body": body, "signature": signature}
+        async with WorkflowTestEnv() as env:  # the secret and the parameter are gone from the server now
+            assert await (await env.client.start(module.charge, "A-17", 1250)).result() == charged
+    finally:
+        parameters.clear_caches()
+
+    # The page's least-privilege policy for this step: the two reads it makes, on the two names it reads.
+    policy = json.loads((EXAMPLES / "how_to" / "steps-policy.json").read_text())
+    grants = {(s["Action"], s["Resource"].split(":", 5)[5]) for s in policy["Statement"] if s["Effect"] == "Allow"}
+    assert grants == {("secretsmanager:GetSecretValue", f"secret:{module.SIGNING_KEY}-??????"),
+                      ("ssm:GetParameter", f"parameter{module.ENDPOINT}")}
 
 
 @pytest.mark.parametrize("world", ["memory", "emulator"])
