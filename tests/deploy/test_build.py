@@ -137,6 +137,27 @@ def test_awsworld_devs_state_in_the_code_folder_is_left_out_of_the_artifact(tmp_
     assert f"left out {code / '.awsworld'}: awsworld dev's state" in done.stdout, done.stdout
 
 
+def test_the_copies_init_saved_in_the_code_folder_are_left_out_of_the_artifact(tmp_path: Path) -> None:
+    """``awsworld init --force`` (and ``--upgrade --force``) saves the copy of an entry point it overwrites beside
+    it in ``src/``, the CodeUri (``flow.py.edited``, ``flow.py.2.edited``): the user's edits, to carry over, which
+    the build leaves out, saying so; a module of the user's whose name merely holds the word ships."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "flow.py").write_text("VALUE = 1\n")
+    (code / "edited.py").write_text("VALUE = 2\n")
+    for name in ("flow.py.edited", "flow.py.2.edited", "requirements.txt.edited"):
+        (code / name).write_text("# the user's copy\n")
+    artifacts = tmp_path / "artifacts"
+    env = base_env(path_without_python313()) | {"PYENV_ROOT": str(tmp_path / "no-pyenv"),
+                                                "ARTIFACTS_DIR": str(artifacts)}
+    done = subprocess.run(["make", "--makefile", str(ROOT / "infra" / "Makefile"), "build-WebhookFunction"],
+                          cwd=code, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shipped = {str(path.relative_to(artifacts)) for path in artifacts.rglob("*") if path.is_file()}
+    assert shipped == {"flow.py", "edited.py", build_function.CONFIGURATION_STAMP}, shipped
+    assert f"left out {code / 'flow.py.2.edited'}: a copy awsworld init saved" in done.stdout, done.stdout
+
+
 def built_files(artifacts: Path) -> dict[str, bytes]:
     return {str(path.relative_to(artifacts)): path.read_bytes() for path in sorted(artifacts.rglob("*"))
             if path.is_file()}

@@ -43,6 +43,7 @@ from . import (
     GITIGNORE_ENTRIES,
     HANDLERS,
     MAKEFILE_PATH,
+    MANIFEST_PATH,
     MONITORING_PATH,
     build_script_text,
     check_push_host,
@@ -70,7 +71,9 @@ def register(sub: Any) -> None:
                     f"{', '.join(f'{route}.py' for route in HANDLERS)} (the functions' entry points) "
                     "into DIR/src, the folder sam build packages: your workflow modules go there "
                     "(src/myapp/orders.py), so tests, env files, logs and dev state at the root never reach the "
-                    "Lambda artifact. .awsworld/, .aws-sam/ and dist/ are added to DIR/.gitignore. Then: sam build "
+                    f"Lambda artifact. {MANIFEST_PATH} records the digests of awsworld's files as init wrote them, "
+                    "by which --upgrade tells your edits from them (commit it). .awsworld/, .aws-sam/ and dist/ are "
+                    "added to DIR/.gitignore. Then: sam build "
                     "&& sam deploy --guided (init prints how sam build finds awsworld while it is not on PyPI; the "
                     "build needs make and any python3, not python3.13).")
     init.add_argument("directory", nargs="?", default=".", metavar="DIR", help="your project's root (default: .)")
@@ -150,8 +153,6 @@ def init(directory: Path, modules: list[str], *, force: bool = False, world_serv
     TypeScript-only project) ``Modules`` is empty, and the flow function only delivers pushed messages.
     ``force``: existing files are overwritten, each one whose content would be lost saved beside it first (the
     owned files the record says init wrote as they are excepted: ``_save_copies``)."""
-    from .manifest import MANIFEST_PATH
-
     if not directory.is_dir():
         return _error(f"{directory} is not a directory (create your project first)")
     for name in modules:
@@ -220,8 +221,6 @@ def upgrade(directory: Path, *, force: bool = False) -> int:
     this version's is saved, then rewritten, and the output says so. Refusing there instead would stop every
     such upgrade at once, for files that almost always are only older; saving loses nothing and leaves the
     project upgraded, with the record written for the next time."""
-    from .manifest import MANIFEST_PATH
-
     if not (directory / "template.yaml").is_file():
         return _error(f"no template.yaml in {directory}: --upgrade brings an app awsworld init wrote up to date "
                       "(run awsworld init DIR -m PKG.MODULE first)")
@@ -254,7 +253,7 @@ def upgrade(directory: Path, *, force: bool = False) -> int:
 
 def _recording(owned: dict[str, str]) -> dict[str, str]:
     """The record of the owned files about to be written (``awsworld/deploy/manifest.py``), as one more file."""
-    from .manifest import MANIFEST_PATH, manifest_text
+    from .manifest import manifest_text
 
     return {MANIFEST_PATH: manifest_text({path: owned[path] for path in _owned_files()})}
 
@@ -279,7 +278,7 @@ def _save_copies(directory: Path, files: dict[str, str], *, upgrading: bool, for
     and nothing was: the record is unreadable, a copy cannot be saved, or (``upgrading`` without ``force``) an
     owned file was edited, which stops the upgrade naming every such file and what to do. ``upgrading``: the
     template's ``Architectures`` is carried over (``_keep_architecture``), so a change of it alone is no edit."""
-    from .manifest import MANIFEST_PATH, ManifestError, find_edits, read_recorded, save_copy, saved_name
+    from .manifest import ManifestError, find_edits, read_recorded, save_copy, saved_name
 
     try:
         recorded = read_recorded(directory)

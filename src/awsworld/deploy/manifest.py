@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from . import MANIFEST_PATH
 
-#: The record, relative to the project's root.
-MANIFEST_PATH = "infra/awsworld-files.json"
 _ABOUT = ("written by awsworld init: the sha256 of each of awsworld's files as it wrote it, by which "
           "init --upgrade tells your edits from its own files (docs/operate/deploy.md); commit it, don't edit it")
 
