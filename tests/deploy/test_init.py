@@ -34,6 +34,7 @@ from awsworld.deploy import (
     handler_text,
     makefile_text,
     monitoring_text,
+    requirements_text,
     samconfig_text,
     template_text,
 )
@@ -428,24 +429,27 @@ def test_upgrade_reads_a_crlf_checkout_as_unedited(tmp_path: Path) -> None:
 
 def test_init_force_saves_each_file_it_overwrites_that_differs(tmp_path: Path) -> None:
     """``init --force`` overwrites every file init writes: samconfig.toml with the answers sam deploy --guided
-    saved, an edited template, are saved beside them first; a file as init wrote it, or equal to the new one, is
-    not."""
+    saved, an edited template, requirements that are not even UTF-8, are saved beside them first; a file as init
+    wrote it, or equal to the new one, is not."""
     project = make_project(tmp_path / "shop")
     assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
     samconfig, template = project / "samconfig.toml", project / "template.yaml"
     samconfig.write_text(samconfig.read_text() + 'region = "eu-west-1"\n')
     template.write_text(template.read_text() + "# mine\n")
+    (project / "src" / "requirements.txt").write_bytes(b"requests  # caf\xe9 in Latin-1\n")
     written_by_an_older_awsworld(project, {"infra/monitoring.yaml": "# an older monitoring stack\n"})
     before = files_of(project)
     done = awsworld("init", "-m", "myapp.orders", "--force", cwd=project)
     assert done.returncode == 0, done.stderr
     assert saved_copies(project) == {"samconfig.toml.edited": before["samconfig.toml"],
+                                     "src/requirements.txt.edited": before["src/requirements.txt"],
                                      "template.yaml.edited": before["template.yaml"]}, done.stdout
     assert "template.yaml as template.yaml.edited (edited since awsworld 0.0.9 wrote it)" in done.stdout
     assert "samconfig.toml as samconfig.toml.edited (it differed" in done.stdout, done.stdout
     assert {path: text for path, text in files_of(project).items() if not path.endswith(".edited")} == {
         **before, "samconfig.toml": samconfig_text("shop", ["myapp.orders"]).encode(),
         "template.yaml": template_text().encode(), "infra/monitoring.yaml": monitoring_text().encode(),
+        "src/requirements.txt": requirements_text().encode(),
         MANIFEST_PATH: (project / MANIFEST_PATH).read_bytes()}
     assert record_of(project) == {"awsworld": __version__, "files": written_digests(project)}
 

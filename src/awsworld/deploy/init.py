@@ -260,11 +260,13 @@ def _recording(owned: dict[str, str]) -> dict[str, str]:
 
 def _write(directory: Path, files: dict[str, str]) -> dict[str, bool]:
     """Write ``files`` (path -> text) into ``directory``; each path -> whether it was written (False: it already
-    held that text)."""
+    held that text, line endings aside). Compared as bytes: a file that is not UTF-8 is overwritten, not a
+    traceback (its copy was saved: ``_save_copies``)."""
     written: dict[str, bool] = {}
     for path, text in files.items():
         target = directory / path
-        written[path] = not (target.is_file() and target.read_text(encoding="utf-8") == text)
+        written[path] = not (target.is_file()
+                             and target.read_bytes().replace(b"\r\n", b"\n") == text.encode("utf-8"))
         if written[path]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
@@ -315,8 +317,9 @@ def _save_copies(directory: Path, files: dict[str, str], *, upgrading: bool, for
             print(f"  no {MANIFEST_PATH} (an earlier awsworld initialised this app): an edit cannot be told from an "
                   "older file, so each one that differed was saved; it is written now, for the next upgrade")
         example = next(iter(saved.items()))
-        print(f"  compare each with the new file (diff {example[1]} {example[0]}) and carry over what is yours; "
-              "a template parameter (docs/operate/deploy.md) or a stack of your own keeps it through upgrades")
+        print(f"  compare each with the new file (diff {example[1]} {example[0]}) and carry over what is yours"
+              + ("; a template parameter (docs/operate/deploy.md) or a stack of your own keeps it through upgrades"
+                 if saved.keys() & _owned_files().keys() else ""))
     return None
 
 
