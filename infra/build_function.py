@@ -20,7 +20,8 @@ the build with whatever Python runs it (3.9 or newer, standard library only):
    target) takes just that one of them, which the flow function's pushed deliveries (``awsworld._http.push``) POST
    with. They install the same way, for the same platform, constrained to what is already in the artifact;
 2. copies the code folder (the template's ``CodeUri``, which SAM copied into the folder ``make`` runs in) over
-   it, leaving out what SAM's Python builder leaves out (``__pycache__``, ``.venv``, ``.env``, ...);
+   it, leaving out what SAM's Python builder leaves out (``__pycache__``, ``.venv``, ``.env``, ...), ``awsworld
+   dev``'s state and the copies ``awsworld init`` saved of files it overwrote (``*.edited``);
 3. compiles the artifact's bytecode with a Python 3.13 (``.pyc`` files are specific to one minor version, so no
    other interpreter can write them): ``$PYTHON313``, else ``python3.13`` on ``PATH``, else one uv knows
    (``uv python find 3.13``), else pyenv's (``$(pyenv root)/versions/3.13.*``), else one uv installs (``uv python
@@ -72,6 +73,10 @@ EXCLUDED = (".aws-sam", ".chalice", ".git", ".gitignore", "*.pyc", "__pycache__"
 #: whatever its name: it holds the runs' payloads in the clear, and is left out of every artifact (``copy_code``).
 DEV_STATE_FILE = "state.json"
 DEV_STATE_BESIDE = ("dev.lock", "table.jsonl")
+#: The suffix of the copies ``awsworld init --force`` and ``init --upgrade`` save of a project's file before they
+#: overwrite it (``flow.py.edited``, ``flow.py.2.edited``: ``awsworld/deploy/manifest.py``): the user's edits, to
+#: read and carry over, never a function's code, so the build leaves them out (``copy_code``).
+SAVED_COPY_SUFFIX = ".edited"
 PREFIX = "awsworld build:"
 #: Where Lambda unpacks a function's code (its ``LAMBDA_TASK_ROOT``): the path the bytecode names its sources by.
 LAMBDA_TASK_ROOT = "/var/task"
@@ -286,7 +291,8 @@ def install_extra(target: Path, architecture: str, project: Path, uv: list[str] 
 def copy_code(code: Path, target: Path) -> None:
     """The function's own code over what was installed (as SAM's builder copies it: after the dependencies),
     without ``awsworld dev``'s state: ``awsworld dev --state .awsworld`` run from ``src/`` put it in the CodeUri,
-    and every run's arguments, results and payloads would have shipped in the artifact."""
+    and every run's arguments, results and payloads would have shipped in the artifact; nor the copies init saved
+    of a file it overwrote (``SAVED_COPY_SUFFIX``)."""
     shutil.copytree(code, target, ignore=_left_out, dirs_exist_ok=True)
 
 
@@ -296,6 +302,9 @@ def _left_out(folder: str, names: list[str]) -> set[str]:
         path = Path(folder) / name
         if (path / DEV_STATE_FILE).is_file() and any((path / beside).is_file() for beside in DEV_STATE_BESIDE):
             say(f"left out {path}: awsworld dev's state (its runs' payloads) is no part of a function")
+            left.add(name)
+        elif name.endswith(SAVED_COPY_SUFFIX) and path.is_file():
+            say(f"left out {path}: a copy awsworld init saved before it overwrote the file is no part of a function")
             left.add(name)
     return left
 

@@ -109,6 +109,18 @@ def test_without_any_python313_the_build_succeeds_without_bytecode_and_says_what
     assert not list(artifacts.rglob("*.pyc")), "no bytecode of another Python"
 
 
+def build_the_webhook_function(code: Path, tmp_path: Path) -> tuple[set[str], str]:
+    """The webhook function built from the code folder ``code`` by the repository's Makefile, as ``sam build`` runs
+    it there (no Python 3.13: no bytecode to wait for): the files it shipped (relative paths) and what it printed."""
+    artifacts = tmp_path / "artifacts"
+    env = base_env(path_without_python313()) | {"PYENV_ROOT": str(tmp_path / "no-pyenv"),
+                                                "ARTIFACTS_DIR": str(artifacts)}
+    done = subprocess.run(["make", "--makefile", str(ROOT / "infra" / "Makefile"), "build-WebhookFunction"],
+                          cwd=code, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {str(path.relative_to(artifacts)) for path in artifacts.rglob("*") if path.is_file()}, done.stdout
+
+
 def test_awsworld_devs_state_in_the_code_folder_is_left_out_of_the_artifact(tmp_path: Path) -> None:
     """``awsworld dev --state .awsworld`` run from ``src/`` (the CodeUri) kept its snapshots there, and ``sam build``
     copied the folder whole into every function: the runs' arguments, results and payloads, in the clear, in the
@@ -125,16 +137,25 @@ def test_awsworld_devs_state_in_the_code_folder_is_left_out_of_the_artifact(tmp_
         state.save()
         (code / name / TABLE_FILE).write_text('{"input": "payload-of-a-user"}\n')
         state._held.close()
-    artifacts = tmp_path / "artifacts"
-    env = base_env(path_without_python313()) | {"PYENV_ROOT": str(tmp_path / "no-pyenv"),
-                                                "ARTIFACTS_DIR": str(artifacts)}
-    done = subprocess.run(["make", "--makefile", str(ROOT / "infra" / "Makefile"), "build-WebhookFunction"],
-                          cwd=code, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    shipped = {str(path.relative_to(artifacts)) for path in artifacts.rglob("*") if path.is_file()}
+    shipped, output = build_the_webhook_function(code, tmp_path)
     assert shipped == {"flow.py", "orders/__init__.py", "orders/state.json", build_function.CONFIGURATION_STAMP}, \
         shipped
-    assert f"left out {code / '.awsworld'}: awsworld dev's state" in done.stdout, done.stdout
+    assert f"left out {code / '.awsworld'}: awsworld dev's state" in output, output
+
+
+def test_the_copies_init_saved_in_the_code_folder_are_left_out_of_the_artifact(tmp_path: Path) -> None:
+    """``awsworld init --force`` (and ``--upgrade --force``) saves the copy of an entry point it overwrites beside
+    it in ``src/``, the CodeUri (``flow.py.edited``, ``flow.py.2.edited``): the user's edits, to carry over, which
+    the build leaves out, saying so; a module of the user's whose name merely holds the word ships."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "flow.py").write_text("VALUE = 1\n")
+    (code / "edited.py").write_text("VALUE = 2\n")
+    for name in ("flow.py.edited", "flow.py.2.edited", "requirements.txt.edited"):
+        (code / name).write_text("# the user's copy\n")
+    shipped, output = build_the_webhook_function(code, tmp_path)
+    assert shipped == {"flow.py", "edited.py", build_function.CONFIGURATION_STAMP}, shipped
+    assert f"left out {code / 'flow.py.2.edited'}: a copy awsworld init saved" in output, output
 
 
 def built_files(artifacts: Path) -> dict[str, bytes]:

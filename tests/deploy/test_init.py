@@ -13,6 +13,7 @@ own code, the runtime's SDK and the standard library, as Lambda would. Deselect 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,14 +29,18 @@ from awsworld import __version__
 from awsworld.deploy import (
     GITIGNORE_ENTRIES,
     HANDLERS,
+    MANIFEST_PATH,
     build_script_text,
     handler_text,
     makefile_text,
     monitoring_text,
+    requirements_text,
+    samconfig_text,
     template_text,
 )
 from awsworld.deploy.build_function import CONFIGURATION_STAMP
 from awsworld.deploy.init import GUIDED_WEBHOOK_ANSWER
+from awsworld.deploy.manifest import digest
 
 from .dist import cold_start_bench, path_without_python313, python313_env
 
@@ -43,7 +48,9 @@ ROOT = Path(__file__).resolve().parents[2]
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 SAM_TOOLS = ROOT / ".venv-tools" / "bin"
 WRITTEN = {"template.yaml", "infra/monitoring.yaml", "infra/Makefile", "infra/build_function.py", "samconfig.toml",
-           "src/requirements.txt", "src/flow.py", "src/webhook.py", "src/serve.py"}
+           "src/requirements.txt", "src/flow.py", "src/webhook.py", "src/serve.py", MANIFEST_PATH}
+#: The files that are awsworld's, which the record lists and ``init --upgrade`` rewrites.
+OWNED = WRITTEN - {"samconfig.toml", "src/requirements.txt", MANIFEST_PATH}
 
 ORDERS = '''\
 """A user's workflow module, as a new project would write it."""
@@ -284,13 +291,16 @@ def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) ->
     samconfig.write_text(samconfig.read_text() + '# sam deploy --guided saved: region = "eu-west-1"\n')
     answers = samconfig.read_text()
     requirements.write_text("# mine\nrequests==2.32.3\nawsworld==0.0.1  # the stack's\nboto3-stubs  # types only\n")
-    (project / "template.yaml").write_text("# what an older awsworld wrote\n")
+    written_by_an_older_awsworld(project, {"template.yaml": "# what an older awsworld wrote\n"})
     (project / "infra" / "Makefile").unlink()
     done = awsworld("init", "--upgrade", cwd=project)
     assert done.returncode == 0, done.stderr
-    assert f"awsworld {__version__}: rewrote template.yaml, infra/Makefile, src/requirements.txt;" in done.stdout
+    assert f"awsworld {__version__}: rewrote template.yaml, infra/Makefile, src/requirements.txt, {MANIFEST_PATH};" \
+        in done.stdout
     assert (project / "template.yaml").read_text() == template_text()
     assert (project / "infra" / "Makefile").read_text() == makefile_text()
+    assert not saved_copies(project) and "saved" not in done.stdout, "nothing of the user's was at stake"
+    assert record_of(project) == {"awsworld": __version__, "files": written_digests(project)}
     assert requirements.read_text() == \
         f"# mine\nrequests==2.32.3\nawsworld=={__version__}  # the stack's\nboto3-stubs  # types only\n"
     assert samconfig.read_text() == answers
@@ -300,6 +310,148 @@ def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) ->
     assert "--guided" not in done.stdout and "samconfig.toml holds the stack's settings" in done.stdout
     again = awsworld("init", "--upgrade", cwd=project)
     assert again.returncode == 0 and f"awsworld {__version__}: nothing to rewrite;" in again.stdout, again
+
+
+def written_by_an_older_awsworld(project: Path, files: dict[str, str]) -> None:
+    """Make ``project`` what an older awsworld's init left: ``files`` (path -> its older text) written, and the
+    record holding their digests and that older version."""
+    record = json.loads((project / MANIFEST_PATH).read_text())
+    for path, text in files.items():
+        (project / path).write_text(text)
+        record["files"][path] = digest(text.encode())
+    record["awsworld"] = "0.0.9"
+    (project / MANIFEST_PATH).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def record_of(project: Path) -> dict[str, object]:
+    """The project's record, without its line for readers."""
+    record = json.loads((project / MANIFEST_PATH).read_text())
+    del record["about"]
+    return record
+
+
+def written_digests(project: Path) -> dict[str, str]:
+    """The sha256 of each of awsworld's files in ``project`` as they are now."""
+    return {path: hashlib.sha256((project / path).read_bytes()).hexdigest() for path in sorted(OWNED)}
+
+
+def saved_copies(project: Path) -> dict[str, bytes]:
+    """The copies init saved in ``project`` (``FILE.edited``, ``FILE.2.edited``, ...), by relative path."""
+    return {str(path.relative_to(project)): path.read_bytes() for path in sorted(project.rglob("*.edited"))}
+
+
+def files_of(project: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(project)): path.read_bytes() for path in project.rglob("*") if path.is_file()}
+
+
+def test_init_records_the_digest_of_each_of_awsworlds_files_deterministically(tmp_path: Path) -> None:
+    """The record lists awsworld's files (not samconfig.toml nor the requirements: the user's from the start) by
+    the sha256 of their bytes, with the version; two projects of different names and modules get the same bytes,
+    sorted, one file a line, so a commit of it diffs cleanly."""
+    one = make_project(tmp_path / "one")
+    two = make_project(tmp_path / "two")
+    assert awsworld("init", "-m", "myapp.orders", cwd=one).returncode == 0
+    assert awsworld("init", "-m", "myapp.other", "--world-server", cwd=two).returncode == 0
+    assert record_of(one) == {"awsworld": __version__, "files": written_digests(one)}
+    text = (one / MANIFEST_PATH).read_text()
+    assert text == (two / MANIFEST_PATH).read_text() and text.endswith("}\n")
+    assert re.findall(r'^    "([^"]+)": "[0-9a-f]{64}",?$', text, re.MULTILINE) == sorted(OWNED), text
+
+
+def test_upgrade_refuses_to_overwrite_an_edited_file_and_force_saves_it_first(tmp_path: Path) -> None:
+    """A user's edit of awsworld's files (an IAM statement for a step, in template.yaml; a line in an entry point)
+    stops ``init --upgrade`` before it writes anything, naming each edited file and the ways on; ``--upgrade
+    --force`` saves each copy beside it (never over an earlier one), says where, and writes this version's."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    template, flow = project / "template.yaml", project / "src" / "flow.py"
+    edited = template_text().replace("Resources:\n", "Resources:\n  # my step's s3:GetObject statement\n", 1)
+    assert edited != template_text()
+    template.write_text(edited)
+    flow.write_text(flow.read_text() + "import myapp.orders  # mine\n")
+    written_by_an_older_awsworld(project, {"infra/Makefile": "# an older Makefile\n"})
+    before = files_of(project)
+    refused = awsworld("init", "--upgrade", cwd=project)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert "would overwrite your edits to template.yaml and src/flow.py (changed since awsworld 0.0.9" \
+        in refused.stderr, refused.stderr
+    assert "infra/Makefile" not in refused.stderr, "the older Makefile is awsworld's, as its record says"
+    assert "template parameter (docs/operate/deploy.md)" in refused.stderr
+    assert "awsworld init --upgrade --force saves your copies as template.yaml.edited and src/flow.py.edited" \
+        in refused.stderr, refused.stderr
+    assert files_of(project) == before, "nothing written"
+
+    forced = awsworld("init", "--upgrade", "--force", cwd=project)
+    assert forced.returncode == 0, forced.stderr
+    assert ("saved before rewriting: template.yaml as template.yaml.edited (edited since awsworld 0.0.9 wrote it), "
+            "src/flow.py as src/flow.py.edited (edited since awsworld 0.0.9 wrote it)") in forced.stdout, forced.stdout
+    assert saved_copies(project) == {"src/flow.py.edited": before["src/flow.py"],
+                                     "template.yaml.edited": before["template.yaml"]}
+    assert template.read_text() == template_text() and flow.read_text() == handler_text("flow")
+    assert (project / "infra" / "Makefile").read_text() == makefile_text()
+    assert record_of(project) == {"awsworld": __version__, "files": written_digests(project)}
+
+    template.write_text(edited.replace("s3:GetObject", "sqs:SendMessage"))
+    again = awsworld("init", "--upgrade", "--force", cwd=project)
+    assert again.returncode == 0 and "template.yaml as template.yaml.2.edited" in again.stdout, again.stdout
+    assert saved_copies(project)["template.yaml.edited"] == before["template.yaml"], "an earlier copy stays"
+    assert "sqs:SendMessage" in saved_copies(project)["template.yaml.2.edited"].decode()
+
+
+def test_upgrade_of_a_project_without_a_record_saves_each_file_that_differs(tmp_path: Path) -> None:
+    """An app an earlier awsworld initialised has no record: an edit cannot be told from an older file, so each of
+    awsworld's files that differs from this version's is saved before it is rewritten (a file equal to it is
+    not), the output says why, and the record is written for the next upgrade."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    (project / MANIFEST_PATH).unlink()
+    (project / "template.yaml").write_text("# an older awsworld's, or an edit\n")
+    done = awsworld("init", "--upgrade", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "saved before rewriting: template.yaml as template.yaml.edited (it differed" in done.stdout, done.stdout
+    assert f"no {MANIFEST_PATH} (an earlier awsworld initialised this app)" in done.stdout
+    assert saved_copies(project) == {"template.yaml.edited": b"# an older awsworld's, or an edit\n"}
+    assert (project / "template.yaml").read_text() == template_text()
+    assert record_of(project) == {"awsworld": __version__, "files": written_digests(project)}
+
+
+def test_upgrade_reads_a_crlf_checkout_as_unedited(tmp_path: Path) -> None:
+    """git's core.autocrlf on Windows turns the files' line endings into CRLF: not an edit."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    written_by_an_older_awsworld(project, {"template.yaml": "# older\nResources: {}\n"})
+    for path in OWNED:
+        (project / path).write_bytes((project / path).read_bytes().replace(b"\n", b"\r\n"))
+    done = awsworld("init", "--upgrade", cwd=project)
+    assert done.returncode == 0 and "rewrote template.yaml" in done.stdout, done.stderr
+    assert not saved_copies(project) and (project / "template.yaml").read_text() == template_text()
+
+
+def test_init_force_saves_each_file_it_overwrites_that_differs(tmp_path: Path) -> None:
+    """``init --force`` overwrites every file init writes: samconfig.toml with the answers sam deploy --guided
+    saved, an edited template, requirements that are not even UTF-8, are saved beside them first; a file as init
+    wrote it, or equal to the new one, is not."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    samconfig, template = project / "samconfig.toml", project / "template.yaml"
+    samconfig.write_text(samconfig.read_text() + 'region = "eu-west-1"\n')
+    template.write_text(template.read_text() + "# mine\n")
+    (project / "src" / "requirements.txt").write_bytes(b"requests  # caf\xe9 in Latin-1\n")
+    written_by_an_older_awsworld(project, {"infra/monitoring.yaml": "# an older monitoring stack\n"})
+    before = files_of(project)
+    done = awsworld("init", "-m", "myapp.orders", "--force", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert saved_copies(project) == {"samconfig.toml.edited": before["samconfig.toml"],
+                                     "src/requirements.txt.edited": before["src/requirements.txt"],
+                                     "template.yaml.edited": before["template.yaml"]}, done.stdout
+    assert "template.yaml as template.yaml.edited (edited since awsworld 0.0.9 wrote it)" in done.stdout
+    assert "samconfig.toml as samconfig.toml.edited (it differed" in done.stdout, done.stdout
+    assert {path: text for path, text in files_of(project).items() if not path.endswith(".edited")} == {
+        **before, "samconfig.toml": samconfig_text("shop", ["myapp.orders"]).encode(),
+        "template.yaml": template_text().encode(), "infra/monitoring.yaml": monitoring_text().encode(),
+        "src/requirements.txt": requirements_text().encode(),
+        MANIFEST_PATH: (project / MANIFEST_PATH).read_bytes()}
+    assert record_of(project) == {"awsworld": __version__, "files": written_digests(project)}
 
 
 def test_upgrade_without_a_samconfig_prints_the_guided_deploy(tmp_path: Path) -> None:
@@ -320,12 +472,17 @@ def test_upgrade_keeps_the_functions_architecture_the_user_set(tmp_path: Path) -
     assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
     template = project / "template.yaml"
     assert template_text().count("Architectures: [x86_64]") == 1
-    template.write_text("# an older awsworld's\nGlobals:\n  Function:\n    Architectures: [ arm64 ]\n")
+    template.write_text(template_text().replace("Architectures: [x86_64]", "Architectures: [ arm64 ]"))
     done = awsworld("init", "--upgrade", cwd=project)
     assert done.returncode == 0 and "and your template's Architectures: [arm64]" in done.stdout, done
     assert template.read_text() == template_text().replace("Architectures: [x86_64]", "Architectures: [arm64]")
+    assert not saved_copies(project), "the architecture is carried over: no edit lost, none to save"
     again = awsworld("init", "--upgrade", cwd=project)
     assert "nothing to rewrite" in again.stdout and "Architectures: [arm64]" in again.stdout, again
+    # An edit beside it is an edit all the same.
+    template.write_text(template.read_text().replace("Architectures: [arm64]", "Architectures: [x86_64]") + "# mine\n")
+    refused = awsworld("init", "--upgrade", cwd=project)
+    assert refused.returncode == 1 and "your edits to template.yaml" in refused.stderr, refused.stderr
 
 
 @pytest.mark.parametrize(("before", "after"), [
@@ -344,7 +501,7 @@ def test_upgrade_pins_the_awsworld_requirement_and_keeps_every_other_character(b
 @pytest.mark.parametrize(("setup", "args", "message"), [
     ("", ["--upgrade"], "no template.yaml in ."),
     ("init", ["--upgrade", "-m", "myapp.orders"], "give no --module with it"),
-    ("init", ["--upgrade", "--force"], "not allowed with argument"),
+    ("init record", ["--upgrade"], f"{MANIFEST_PATH} is not JSON"),
     ("init url", ["--upgrade"], "installs awsworld from a URL or path"),
     ("", [], "name your workflow modules"),
     ("", [], "only the World server: awsworld init DIR --world-server"),
@@ -356,6 +513,8 @@ def test_upgrade_and_init_refuse_in_one_line_and_write_nothing(tmp_path: Path, s
     if "init" in setup:
         assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
         (project / "template.yaml").write_text("# older\n")
+    if "record" in setup:
+        (project / MANIFEST_PATH).write_text("{\n")
     if "url" in setup:
         (project / "src" / "requirements.txt").write_text("awsworld @ file:///wheels/awsworld-0.0.1-py3-none-any.whl\n")
     before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
@@ -570,6 +729,7 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
     assert done.returncode == 0, done.stderr
     # The World server as docs/how-to/world-over-http.md turns it on in an app init wrote: else its function's
     # artifact is a placeholder (tests/deploy/test_build.py), and this test imports the built World server.
+    assert (project / MANIFEST_PATH).is_file(), "the record is written, and below, in no artifact"
     samconfig = project / "samconfig.toml"
     samconfig.write_text(samconfig.read_text().replace('Modules=\\"myapp.orders\\"',
                                                        'Modules=\\"myapp.orders\\" WorldServer=\\"true\\"', 1))

@@ -3,7 +3,8 @@
 Each transcript is made by running ``awsworld`` as a process, as a user would: ``demo`` (the demo's output),
 ``dev`` (the banner ``awsworld dev checkout --state .awsworld`` prints in a project holding Get started's first
 workflow), ``cli`` (a session of commands against that ``dev``: start, skip, describe, resume, result, runs, hooks)
-and ``init`` (``awsworld init`` on such a project). ``python -m tests.docs.transcripts`` rewrites the files;
+and ``init`` (``awsworld init`` on such a project), ``init-upgrade-edited`` (``awsworld init --upgrade`` there after
+an edit of its template.yaml, refused, then with ``--force``). ``python -m tests.docs.transcripts`` rewrites the files;
 ``test_transcripts.py`` runs the same commands and compares each output with its file by *shape* (``shape``): run
 ids, times, durations, ports, resource names and tokens differ from run to run, the lines and their words do not.
 
@@ -35,7 +36,7 @@ except ImportError:  # python -m tests.docs.transcripts, from the repository's r
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT / "docs" / "snippets" / "transcripts"
-NAMES = ("demo", "dev", "dev-reload", "cli", "init")
+NAMES = ("demo", "dev", "dev-reload", "cli", "init", "init-upgrade-edited")
 DEMO_MODULE = "awsworld.examples.order"
 FIRST_WORKFLOW = ROOT / "examples" / "get_started" / "checkout.py"
 CHECKOUT_ARGS = '["A-17", ["kettle", "mugs"]]'
@@ -245,6 +246,23 @@ def init() -> str:
     return "$ awsworld init . --module checkout\n" + done.stdout
 
 
+def init_upgrade_edited() -> str:
+    """``awsworld init --upgrade`` in an app whose ``template.yaml`` its user edited since init wrote it: the
+    refusal (stderr, exit 1), then ``--upgrade --force``, which saves the edited copy and rewrites it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        project = first_workflow_project(Path(tmp))
+        env = clean_env()
+        done = awsworld("init", ".", "--module", "checkout", env=env, cwd=project)
+        assert done.returncode == 0, done.stdout + done.stderr
+        template = project / "template.yaml"
+        template.write_text(template.read_text() + "# the reports step reads s3://acme-reports (added by hand)\n")
+        refused = awsworld("init", "--upgrade", env=env, cwd=project)
+        forced = awsworld("init", "--upgrade", "--force", env=env, cwd=project)
+    assert refused.returncode == 1 and not refused.stdout, refused.stdout + refused.stderr
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    return ("$ awsworld init --upgrade\n" + refused.stderr + "$ awsworld init --upgrade --force\n" + forced.stdout)
+
+
 def dev_session() -> dict[str, str]:
     """``dev``'s banner and the CLI session against it."""
     with tempfile.TemporaryDirectory() as tmp, \
@@ -258,8 +276,9 @@ def produce() -> dict[str, str]:
     with ThreadPoolExecutor(4) as pool:
         demo_text, init_text, reload_text, session = (pool.submit(demo), pool.submit(init), pool.submit(dev_reload),
                                                       pool.submit(dev_session))
+        upgrade_text = pool.submit(init_upgrade_edited)
         made = {"demo": demo_text.result(), "init": init_text.result(), "dev-reload": reload_text.result(),
-                **session.result()}
+                "init-upgrade-edited": upgrade_text.result(), **session.result()}
     return {name: shown(text) for name, text in made.items()}
 
 

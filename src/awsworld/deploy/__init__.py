@@ -28,6 +28,9 @@ MONITORING_PATH = "infra/monitoring.yaml"
 #: bytecode), written beside the monitoring stack.
 MAKEFILE_PATH = "infra/Makefile"
 BUILD_SCRIPT_PATH = "infra/build_function.py"
+#: The record of awsworld's files as init wrote them (their digests: ``awsworld/deploy/manifest.py``), beside the
+#: build's files, outside the code folder ``sam build`` packs.
+MANIFEST_PATH = "infra/awsworld-files.json"
 #: What a project's ``.gitignore`` needs for awsworld (init adds the missing ones): ``awsworld dev --state``'s
 #: usual folder (a copy of the local table, with payloads), ``sam build``'s output, and the wheel folder of the
 #: build route init prints while awsworld is not on PyPI.

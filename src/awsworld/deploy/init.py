@@ -14,7 +14,9 @@ python3.13, with bytecode, whatever Python is on PATH: ``awsworld.deploy.build_f
 ``.gitignore`` gains the entries it lacks (``GITIGNORE_ENTRIES``), its own lines kept. Files that exist are
 never overwritten without ``--force``: a project's ``samconfig.toml`` may hold the user's own settings.
 ``init --upgrade`` (``upgrade``) is the way up after upgrading awsworld: it rewrites only the files that are
-awsworld's (``_owned_files``) and the awsworld line of ``src/requirements.txt``.
+awsworld's (``_owned_files``) and the awsworld line of ``src/requirements.txt``. Nothing a user wrote is lost on
+the way: init records what it wrote (``awsworld/deploy/manifest.py``), an upgrade refuses to overwrite a file
+edited since, and whatever ``--force`` overwrites that differs is saved beside it first (``_save_copies``).
 
 The next steps it prints are the commands that build from where this awsworld was installed: until awsworld is
 on PyPI, ``sam build`` can resolve the ``awsworld==VERSION`` line only from a wheel it is pointed at.
@@ -41,6 +43,7 @@ from . import (
     GITIGNORE_ENTRIES,
     HANDLERS,
     MAKEFILE_PATH,
+    MANIFEST_PATH,
     MONITORING_PATH,
     build_script_text,
     check_push_host,
@@ -68,7 +71,9 @@ def register(sub: Any) -> None:
                     f"{', '.join(f'{route}.py' for route in HANDLERS)} (the functions' entry points) "
                     "into DIR/src, the folder sam build packages: your workflow modules go there "
                     "(src/myapp/orders.py), so tests, env files, logs and dev state at the root never reach the "
-                    "Lambda artifact. .awsworld/, .aws-sam/ and dist/ are added to DIR/.gitignore. Then: sam build "
+                    f"Lambda artifact. {MANIFEST_PATH} records the digests of awsworld's files as init wrote them, "
+                    "by which --upgrade tells your edits from them (commit it). .awsworld/, .aws-sam/ and dist/ are "
+                    "added to DIR/.gitignore. Then: sam build "
                     "&& sam deploy --guided (init prints how sam build finds awsworld while it is not on PyPI; the "
                     "build needs make and any python3, not python3.13).")
     init.add_argument("directory", nargs="?", default=".", metavar="DIR", help="your project's root (default: .)")
@@ -84,13 +89,16 @@ def register(sub: Any) -> None:
                       help="with --world-server: a host of your TypeScript app (app.example), which the flow "
                            "function may POST its messages to (PushHosts in samconfig.toml; repeat for more; "
                            "default: localhost only)")
-    mode = init.add_mutually_exclusive_group()
-    mode.add_argument("--upgrade", action="store_true",
+    init.add_argument("--upgrade", action="store_true",
                       help="after upgrading awsworld: rewrite the files awsworld owns (template.yaml, infra/, "
                            "the entry points in src/) and the awsworld line of src/requirements.txt; "
-                           "samconfig.toml and your own requirement lines stay as they are")
-    mode.add_argument("--force", action="store_true", help="overwrite files that already exist, samconfig.toml "
-                      "(your saved sam deploy answers) and src/requirements.txt (your added lines) included")
+                           "samconfig.toml and your own requirement lines stay as they are. It refuses, writing "
+                           "nothing, when you edited one of awsworld's files since init wrote it (with --force: "
+                           "saves your copy as FILE.edited, then rewrites it)")
+    init.add_argument("--force", action="store_true",
+                      help="overwrite files that already exist, samconfig.toml (your saved sam deploy answers) and "
+                           "src/requirements.txt (your added lines) included; each one that differs from what "
+                           "init wrote is saved beside it first, as FILE.edited")
     init.set_defaults(handler=run)
     template = sub.add_parser(
         "template", help="print the SAM template this version deploys (--monitoring: its monitoring stack)",
@@ -117,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         if given is not None:
             return _error(f"--upgrade keeps samconfig.toml (the modules it names, WorldServer, PushHosts): give no "
                           f"{given} with it")
-        return upgrade(Path(args.directory))
+        return upgrade(Path(args.directory), force=args.force)
     if args.push_hosts and not args.world_server:
         return _error("--push-host names where the World server's deliveries go: give --world-server too")
     try:
@@ -132,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _error(message: str) -> int:
+    """Say what went wrong on stderr; the exit code of a well-formed command the project said no to
+    (``OPERATIONAL``, ``awsworld/cli/exit_codes.py``): nothing was written."""
     print(f"awsworld init: {message}", file=sys.stderr)
     return 1
 
@@ -140,7 +150,9 @@ def init(directory: Path, modules: list[str], *, force: bool = False, world_serv
          push_hosts: Sequence[str] = ()) -> int:
     """Write the app into ``directory``; 0 on success, 1 (one line on stderr) when nothing was written.
     ``world_server``: samconfig.toml deploys the World server (``WorldServer=true``); with no ``modules`` (a
-    TypeScript-only project) ``Modules`` is empty, and the flow function only delivers pushed messages."""
+    TypeScript-only project) ``Modules`` is empty, and the flow function only delivers pushed messages.
+    ``force``: existing files are overwritten, each one whose content would be lost saved beside it first (the
+    owned files the record says init wrote as they are excepted: ``_save_copies``)."""
     if not directory.is_dir():
         return _error(f"{directory} is not a directory (create your project first)")
     for name in modules:
@@ -165,15 +177,15 @@ def init(directory: Path, modules: list[str], *, force: bool = False, world_serv
     if existing and not force:
         return _error(f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {directory} "
                       "(after upgrading awsworld: --upgrade; --force overwrites them all)")
+    refused = _save_copies(directory, files, upgrading=False, force=True) if existing else None
+    if refused is not None:
+        return refused
     for name in modules:
         if not _found(directory / CODE_DIR, name):
             print(f"awsworld init: warning: {name} is not {_relative(name)}.py under {directory / CODE_DIR}; the "
                   f"functions import it only if {code}requirements.txt installs it", file=sys.stderr)
-    for path, text in files.items():
-        target = directory / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    print(f"wrote {', '.join(files)} in {directory} (workflow modules: "
+    _write(directory, {**files, **_recording(files)})
+    print(f"wrote {', '.join([*files, MANIFEST_PATH])} in {directory} (workflow modules: "
           f"{', '.join(modules) or 'none, the World server and its deliveries only'}"
           f"{'; WorldServer=true' if world_server else ''})")
     _finish(directory)
@@ -196,11 +208,19 @@ def init(directory: Path, modules: list[str], *, force: bool = False, world_serv
     return 0
 
 
-def upgrade(directory: Path) -> int:
+def upgrade(directory: Path, *, force: bool = False) -> int:
     """Bring an app ``init`` wrote up to this awsworld: its own files rewritten, the awsworld line of
     ``src/requirements.txt`` pinned to this version with the user's lines kept, ``samconfig.toml`` untouched (it
     holds the user's ``sam deploy --guided`` answers). Before this, the way up was ``init --force``, which rewrote
-    those two as well. 0 on success, 1 (one line on stderr) when nothing was written."""
+    those two as well. 0 on success, 1 (on stderr) when nothing was written.
+
+    An owned file the user edited since init wrote it (its digest is no longer the record's,
+    ``awsworld/deploy/manifest.py``) stops the upgrade before anything is written, naming every such file; with
+    ``force`` each is saved beside it (``FILE.edited``) and rewritten. A project with no record (an earlier awsworld
+    initialised it) cannot tell an edit from an older version of the file: every owned file that differs from
+    this version's is saved, then rewritten, and the output says so. Refusing there instead would stop every
+    such upgrade at once, for files that almost always are only older; saving loses nothing and leaves the
+    project upgraded, with the record written for the next time."""
     if not (directory / "template.yaml").is_file():
         return _error(f"no template.yaml in {directory}: --upgrade brings an app awsworld init wrote up to date "
                       "(run awsworld init DIR -m PKG.MODULE first)")
@@ -213,15 +233,12 @@ def upgrade(directory: Path) -> int:
     template = directory / "template.yaml"
     owned["template.yaml"], architecture = _keep_architecture(owned["template.yaml"],
                                                               template.read_text(encoding="utf-8"))
-    rewritten, unchanged = [], []
-    for path, text in {**owned, REQUIREMENTS_PATH: pinned}.items():
-        target = directory / path
-        if target.exists() and target.read_text(encoding="utf-8") == text:
-            unchanged.append(path)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        rewritten.append(path)
+    refused = _save_copies(directory, owned, upgrading=True, force=force)
+    if refused is not None:
+        return refused
+    written = _write(directory, {**owned, REQUIREMENTS_PATH: pinned, **_recording(owned)})
+    rewritten = [path for path in written if written[path]]
+    unchanged = [path for path in written if not written[path] and path != MANIFEST_PATH]
     print(f"awsworld {__version__}: " + (f"rewrote {', '.join(rewritten)}" if rewritten else "nothing to rewrite")
           + (f"; already current: {', '.join(unchanged)}" if unchanged else ""))
     print(f"kept samconfig.toml and your own lines of {REQUIREMENTS_PATH}"
@@ -232,6 +249,91 @@ def upgrade(directory: Path) -> int:
     print("next: build and deploy" + (" (samconfig.toml holds the stack's settings):" if saved else ":"))
     _next_steps(directory, update=saved)
     return 0
+
+
+def _recording(owned: dict[str, str]) -> dict[str, str]:
+    """The record of the owned files about to be written (``awsworld/deploy/manifest.py``), as one more file."""
+    from .manifest import manifest_text
+
+    return {MANIFEST_PATH: manifest_text({path: owned[path] for path in _owned_files()})}
+
+
+def _write(directory: Path, files: dict[str, str]) -> dict[str, bool]:
+    """Write ``files`` (path -> text) into ``directory``; each path -> whether it was written (False: it already
+    held that text, line endings aside). Compared as bytes: a file that is not UTF-8 is overwritten, not a
+    traceback (its copy was saved: ``_save_copies``)."""
+    written: dict[str, bool] = {}
+    for path, text in files.items():
+        target = directory / path
+        written[path] = not (target.is_file()
+                             and target.read_bytes().replace(b"\r\n", b"\n") == text.encode("utf-8"))
+        if written[path]:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    return written
+
+
+def _save_copies(directory: Path, files: dict[str, str], *, upgrading: bool, force: bool) -> int | None:
+    """Before ``files`` (path -> text) are written into ``directory``: save a copy of each file there whose
+    content the write would lose (``find_edits``: edited since init recorded it, or differing with no record to
+    tell by) beside it, and say where each went. None: go on and write. An exit code: nothing may be written,
+    and nothing was: the record is unreadable, a copy cannot be saved, or (``upgrading`` without ``force``) an
+    owned file was edited, which stops the upgrade naming every such file and what to do. ``upgrading``: the
+    template's ``Architectures`` is carried over (``_keep_architecture``), so a change of it alone is no edit."""
+    from .manifest import ManifestError, find_edits, read_recorded, save_copy, saved_name
+
+    try:
+        recorded = read_recorded(directory)
+    except ManifestError as error:
+        return _error(f"{error}: delete it, and awsworld saves each of its files that differs as FILE.edited "
+                      "before it rewrites it; nothing was written")
+    edits = find_edits(directory, files, recorded, _carried_architectures if upgrading else None)
+    if edits.edited and not force:
+        assert recorded is not None  # (an edit is a difference from the record)
+        named = _listing(edits.edited)
+        return _error(f"--upgrade would overwrite your edits to {named} (changed since awsworld {recorded.version} "
+                      f"wrote {'it' if len(edits.edited) == 1 else 'them'}: {MANIFEST_PATH} records what it "
+                      "wrote); nothing was written.\n  Move each change where an upgrade keeps it: a template "
+                      "parameter (docs/operate/deploy.md) set in samconfig.toml's parameter_overrides, or a stack "
+                      "of your own. Then awsworld init --upgrade --force saves your "
+                      f"{'copy' if len(edits.edited) == 1 else 'copies'} as "
+                      f"{_listing([saved_name(path) for path in edits.edited])} and writes awsworld "
+                      f"{__version__}'s.")
+    saved: dict[str, str] = {}
+    for path in files:
+        if path in edits.edited or path in edits.unrecorded:
+            try:
+                saved[path] = save_copy(directory, path)
+            except (ManifestError, OSError) as error:
+                kept = f" (the copies saved so far stay: {_listing(list(saved.values()))})" if saved else ""
+                return _error(f"{path} could not be saved before it is overwritten ({error}){kept}; nothing was "
+                              "written")
+    if saved:
+        why = {path: f"edited since awsworld {recorded.version} wrote it" if recorded and path in edits.edited
+               else "it differed, and no record says awsworld wrote it as it was" for path in saved}
+        print(f"saved before {'rewriting' if upgrading else 'overwriting'}: "
+              + ", ".join(f"{path} as {copy} ({why[path]})" for path, copy in saved.items()))
+        if recorded is None and upgrading:
+            print(f"  no {MANIFEST_PATH} (an earlier awsworld initialised this app): an edit cannot be told from an "
+                  "older file, so each one that differed was saved; it is written now, for the next upgrade")
+        example = next(iter(saved.items()))
+        print(f"  compare each with the new file (diff {example[1]} {example[0]}) and carry over what is yours"
+              + ("; a template parameter (docs/operate/deploy.md) or a stack of your own keeps it through upgrades"
+                 if saved.keys() & _owned_files().keys() else ""))
+    return None
+
+
+def _listing(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
+def _carried_architectures(path: str, text: str) -> list[str]:
+    """``text`` of ``path`` as init would have written it with each of Lambda's architectures: ``--upgrade``
+    carries the template's ``Architectures`` over (Deploy's arm64 recipe, docs/operate/deploy.md, has users edit
+    it), so that change alone is not an edit the upgrade must stop for."""
+    from .build_function import MACHINES
+
+    return [_with_architecture(text, architecture) for architecture in MACHINES] if path == "template.yaml" else []
 
 
 REQUIREMENTS_PATH = f"{CODE_DIR}/requirements.txt"
@@ -251,8 +353,16 @@ def _keep_architecture(new: str, old: str) -> tuple[str, str | None]:
     found, ours = _ARCHITECTURES.search(old), _ARCHITECTURES.search(new)
     if found is None or ours is None or found["arch"] == ours["arch"]:
         return new, None
-    setting = f"Architectures: [{found['arch']}]"
-    return new[:ours.start()] + ours["indent"] + setting + new[ours.end():], setting
+    return _with_architecture(new, found["arch"]), f"Architectures: [{found['arch']}]"
+
+
+def _with_architecture(text: str, architecture: str) -> str:
+    """``text`` (a template) with its functions' ``Architectures`` set to ``architecture``, written as awsworld's
+    template writes it; a text without that line as it is."""
+    ours = _ARCHITECTURES.search(text)
+    if ours is None:
+        return text
+    return text[:ours.start()] + ours["indent"] + f"Architectures: [{architecture}]" + text[ours.end():]
 
 
 def _owned_files() -> dict[str, str]:
