@@ -9,9 +9,11 @@ lists the lines."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,8 @@ from . import app
 from .conftest import Handlers, json_lines, metric_values
 from .lambda_env import LEFT_OUT_KEYS, EventSourceMapping, Invocation
 
+#: The step delivery's line docs/operate/monitoring.md#logs shows.
+SHOWN_LINE = Path(__file__).resolve().parents[2] / "docs" / "snippets" / "log-line.json"
 DELIVERY_KEYS = {"runId", "workflow", "messageId", "sqsMessageId", "attempt", "function_request_id"}
 
 
@@ -193,3 +197,16 @@ async def test_a_traced_function_logs_each_invocations_trace_id(
     assert lines and {line["xray_trace_id"] for line in lines} == {invocation.trace_id}
     assert {line["function_request_id"] for line in lines} == {invocation.request_id}
 
+
+async def test_a_step_delivery_line_has_the_keys_the_docs_show(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    assert local.client is not None
+    run = await local.client.start(app.fan_out_sleep, 2, "shown")
+    await esm.run_until(terminal(run), timeout=30)
+    shown = json.loads(SHOWN_LINE.read_text(encoding="utf-8"))
+    steps = [line for line in of_run(logged(capsys.readouterr().out), run.run_id)
+             if line["message"].endswith("delivery handled") and "stepId" in line]
+    assert steps, "one of the fan-out's steps runs inline, the other comes as a step message"
+    # A cold invocation's lines add cold_start: true; the docs show a warm one. No taskName (Python 3.12+ would
+    # name the record's asyncio task on each line).
+    assert [sorted(set(line) - {"cold_start"}) for line in steps] == [sorted(shown)] * len(steps)

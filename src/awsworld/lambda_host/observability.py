@@ -106,6 +106,14 @@ warnings.filterwarnings("ignore", message="No application metrics to publish", c
 logging.getLogger("awsworld")
 copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
 
+# Python 3.12+ names the asyncio task on every record logged inside one, and Powertools writes any record
+# attribute it does not know as a key: "taskName":"Task-38" on each delivery's lines (a record runs as a task),
+# about 20 B a line on Lambda's Python 3.13 that names nothing an operator looks for (``sqsMessageId`` and
+# ``messageId`` say which record). The standard library's own switch leaves the attribute unset (None), and
+# Powertools leaves a None key out.
+if sys.version_info >= (3, 12):
+    logging.logAsyncioTasks = False
+
 
 # Metrics are recorded only inside an instrumented invocation, which flushes them when it ends. The same code
 # also runs uninstrumented (``awsworld dev`` routes webhooks through ``webhook.handle``; tests call it): there a
