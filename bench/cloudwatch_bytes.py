@@ -12,11 +12,14 @@ receives them, and counts every byte the handler writes, per step:
 - **retried**: 20 runs of one step that fails once and succeeds on its retry (a step message after a back-off);
 - **failed**: 20 runs of one step that fails twice (``max_retries=1``): the run fails.
 
-Lambda's own lines (``START``, ``END``, ``REPORT``: about ``LAMBDA_LINE_BYTES`` an invocation, in the formats
-Lambda writes them) are added per invocation. Prices: us-east-1 list, CloudWatch Logs Standard ingestion $0.50 per
-GB, plus ``PutLogEvents``' 26 bytes per event (how it sizes a batch; an upper bound of what is billed); storage
-($0.03 per GB-month, compressed) and Logs Insights scans are not per step. The custom metrics are a fixed
-monthly cost per stack, printed after the table: every (name, dimensions) pair the handler emitted.
+Each invocation gets what Lambda gives a deployed one: a context whose request id is a UUID (the one Lambda's own
+lines name) and the X-Ray trace header in the environment, which Lambda sets on every invocation, traced or not
+(``Sampled=0`` when the function's tracing is off). Lambda's own lines (``START``, ``END``, ``REPORT``: about
+``LAMBDA_LINE_BYTES`` an invocation, in the formats Lambda writes them) are added per invocation. Prices: us-east-1
+list, CloudWatch Logs Standard ingestion $0.50 per GB, plus ``PutLogEvents``' 26 bytes per event (how it sizes a
+batch; an upper bound of what is billed); storage ($0.03 per GB-month, compressed) and Logs Insights scans are not
+per step. The custom metrics are a fixed monthly cost per stack, printed after the table: every (name, dimensions)
+pair the handler emitted.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from aws_lambda_powertools.shared.constants import XRAY_TRACE_ID_ENV
 
 from awsworld import step, workflow
 from awsworld.aws import AWSWorld
@@ -44,6 +50,7 @@ INGESTION_PRICE = 0.50 / 1024 ** 3  # $ per byte, CloudWatch Logs Standard, us-e
 EVENT_OVERHEAD_BYTES = 26  # PutLogEvents counts each event's message plus 26 bytes
 METRIC_PRICE = 0.30  # $ per custom metric a month (the first 10,000)
 REQUEST_ID = "8c866323-1660-45f8-88ed-c25913ce954a"
+TRACE_HEADER = "Root=1-6755a1b2-3f1c2d4e5a6b7c8d9e0f1a2b;Parent=53995c3f42cd8ad8;Sampled=0"  # tracing off
 LAMBDA_LINES = (
     f"START RequestId: {REQUEST_ID} Version: $LATEST\n",
     f"END RequestId: {REQUEST_ID}\n",
@@ -130,13 +137,29 @@ async def _batch(world: AWSWorld, handler: Callable[[dict[str, Any], Any], Any],
                 "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
                 "awsRegion": "us-east-1"} for m in messages]
     captured = io.StringIO()
-    with contextlib.redirect_stdout(captured):
-        answer = await asyncio.to_thread(handler, {"Records": records}, InvocationContext())
+    context = InvocationContext()
+    context.aws_request_id = REQUEST_ID
+    with contextlib.redirect_stdout(captured), _trace_header():
+        answer = await asyncio.to_thread(handler, {"Records": records}, context)
     meter.add(captured.getvalue())
     failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
     for message in messages:
         if message["MessageId"] not in failed:
             await sqs.delete_message(QueueUrl=world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+@contextlib.contextmanager
+def _trace_header() -> Iterator[None]:
+    """The trace header in the environment for one invocation, as Lambda's runtime sets it; then as it was."""
+    before = os.environ.get(XRAY_TRACE_ID_ENV)
+    os.environ[XRAY_TRACE_ID_ENV] = TRACE_HEADER
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[XRAY_TRACE_ID_ENV]
+        else:
+            os.environ[XRAY_TRACE_ID_ENV] = before
 
 
 async def _measure(world: AWSWorld, handler: Callable[[dict[str, Any], Any], Any],

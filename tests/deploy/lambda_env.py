@@ -1,6 +1,7 @@
 """Lambda as the handlers see it, built from real queue messages: SQS events in the exact shape the event
-source mapping delivers, a context whose remaining time runs down, and an event source mapping stand-in that
-receives from the emulator's queue, invokes a handler, and deletes what the handler did not report as failed.
+source mapping delivers, a context whose remaining time runs down, the X-Ray trace header Lambda puts in the
+environment of every invocation (traced or not), and an event source mapping stand-in that receives from the
+emulator's queue, invokes a handler, and deletes what the handler did not report as failed.
 """
 
 from __future__ import annotations
@@ -9,16 +10,22 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from aws_lambda_powertools.shared.constants import XRAY_TRACE_ID_ENV
 
 from awsworld.aws import AWSWorld
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+#: What Powertools' ``inject_lambda_context`` puts on every line and an untraced function's lines leave out
+#: (awsworld/lambda_host/observability.py): the log group and Lambda's REPORT line say them.
+LEFT_OUT_KEYS = frozenset({"function_name", "function_memory_size", "function_arn", "xray_trace_id"})
 
 
 class LambdaContext:
@@ -36,6 +43,30 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+@contextlib.contextmanager
+def trace_header() -> Iterator[str]:
+    """The trace header in the environment for one invocation, as Lambda's runtime sets it (``Sampled=0``: the
+    function's tracing is off, the header is there all the same); yields its trace id, then restores the variable."""
+    trace_id = f"1-{int(time.time()):08x}-{uuid.uuid4().hex[:24]}"
+    before = os.environ.get(XRAY_TRACE_ID_ENV)
+    os.environ[XRAY_TRACE_ID_ENV] = f"Root={trace_id};Parent={uuid.uuid4().hex[:16]};Sampled=0"
+    try:
+        yield trace_id
+    finally:
+        if before is None:
+            os.environ.pop(XRAY_TRACE_ID_ENV, None)
+        else:
+            os.environ[XRAY_TRACE_ID_ENV] = before
+
+
+async def invoke_as_lambda(handler: Callable[[dict[str, Any], Any], Any], event: dict[str, Any],
+                           context: LambdaContext) -> Any:
+    """One invocation as Lambda runs it: in a thread (the handler is synchronous and runs its own event loop),
+    with the trace header in the environment."""
+    with trace_header():
+        return await asyncio.to_thread(handler, event, context)
 
 
 def _message_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +110,8 @@ def lambda_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
 class Invocation:
     event: dict[str, Any]
     response: dict[str, Any]
+    request_id: str  # the context's aws_request_id, which the invocation's log lines carry
+    trace_id: str  # the Root of the trace header Lambda set for it
 
     @property
     def message_ids(self) -> list[str]:
@@ -91,8 +124,8 @@ class Invocation:
 
 @dataclass
 class EventSourceMapping:
-    """Receive a batch, invoke the handler (in a thread, as Lambda would: the handler is synchronous and runs
-    its own event loop), delete the records not reported as failed."""
+    """Receive a batch, invoke the handler as ``invoke_as_lambda`` does, delete the records not reported as
+    failed."""
 
     world: AWSWorld
     handler: Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -131,8 +164,9 @@ class EventSourceMapping:
         event = {"Records": [lambda_record(m, arn) for m in messages]}
         json.dumps(event)  # exactly what Lambda would hand over: plain JSON
         context = LambdaContext(timeout_ms or self.timeout_ms)
-        response = await asyncio.to_thread(self.handler, event, context)
-        invocation = Invocation(event, response)
+        with trace_header() as trace_id:
+            response = await asyncio.to_thread(self.handler, event, context)
+        invocation = Invocation(event, response, context.aws_request_id, trace_id)
         self.invocations.append(invocation)
         sqs = await self.world.clients.sqs()
         for message in messages:

@@ -55,7 +55,7 @@ async def test_a_run_completes_across_invocations(local: LocalAWS, esm: EventSou
     assert all(line["message"].startswith(f"run {run.run_id}") for line in handled), "the text names the run too"
     assert {line["outcome"] for line in handled} >= {"suspended", "completed"}
     assert any(line.get("stepId") for line in handled), "queued steps arrive as step deliveries"
-    assert all(line.get("function_request_id") for line in handled), "Lambda context in every line"
+    assert all(line.get("function_request_id") for line in handled), "the invocation's request id in every line"
     assert sum(metric_values(lines, "FlowDeliveries")) >= 2
     assert sum(metric_values(lines, "StepDeliveries")) >= 1
     assert sum(metric_values(lines, "RunsStarted")) == 1

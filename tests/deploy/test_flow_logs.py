@@ -3,28 +3,35 @@ on-call meets (a normal run, the inline budget running out, a step failing and r
 message woken by the watchdog, a run stuck after a wake, a record moved to the DLQ), captured from the real entry
 point ``handlers/flow.py`` on moto. Each line is JSON with the delivery's ids; none holds a value the user passed
 (the runs carry a marked value in their inputs and their steps' error messages); levels page only for what needs
-a person (a retried step is INFO, a failed run WARNING, a DLQ move ERROR). docs/operate/monitoring.md#logs lists
-the lines."""
+a person (a retried step is INFO, a failed run WARNING, a DLQ move ERROR); of the Lambda context a line keeps the
+request id, ``cold_start`` on a cold invocation and the trace id when tracing is on. docs/operate/monitoring.md#logs
+lists the lines."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.metrics.provider.cold_start import reset_cold_start_flag
 
 from awsworld._worker.tick import TICK_BODY
+from awsworld.lambda_host import flow, observability
 from awsworld.local import LocalAWS
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.messages import FlowMessage, queue_name_for
 from conftest import local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
 from . import app
-from .conftest import json_lines, metric_values
-from .lambda_env import EventSourceMapping
+from .conftest import Handlers, json_lines, metric_values
+from .lambda_env import LEFT_OUT_KEYS, EventSourceMapping, Invocation
 
+#: The step delivery's line docs/operate/monitoring.md#logs shows.
+SHOWN_LINE = Path(__file__).resolve().parents[2] / "docs" / "snippets" / "log-line.json"
 DELIVERY_KEYS = {"runId", "workflow", "messageId", "sqsMessageId", "attempt", "function_request_id"}
 
 
@@ -148,3 +155,58 @@ async def test_a_record_moved_to_the_dlq_is_an_error_naming_its_run(
     dead = await sqs.receive_message(QueueUrl=local.world.config.dlq_url, WaitTimeSeconds=1)
     for message in dead.get("Messages", []):
         await sqs.delete_message(QueueUrl=local.world.config.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+async def _one_invocation(local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> tuple[Invocation, str]:
+    """Start a run and invoke the function once (its start message, or whatever the queue hands out first):
+    the invocation and what it wrote. The run is then finished, its output dropped."""
+    assert local.client is not None
+    run = await local.client.start(app.quick, "context keys")
+    capsys.readouterr()
+    invocation = await esm.poll()
+    assert invocation is not None
+    out = capsys.readouterr().out
+    await esm.run_until(terminal(run), timeout=30)
+    capsys.readouterr()
+    return invocation, out
+
+
+async def test_a_line_keeps_the_request_id_and_says_cold_start_on_the_cold_invocation_only(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    reset_cold_start_flag()  # the next invocation is this environment's first, as after a deploy
+    cold, cold_out = await _one_invocation(local, esm, capsys)
+    warm, warm_out = await _one_invocation(local, esm, capsys)
+    cold_lines, warm_lines = logged(cold_out), logged(warm_out)
+    assert cold_lines and warm_lines, "a delivery's line and the batch's line at least"
+    assert {line["function_request_id"] for line in cold_lines} == {cold.request_id}
+    assert {line["function_request_id"] for line in warm_lines} == {warm.request_id}
+    assert all(line.get("cold_start") is True for line in cold_lines), "every line of the cold invocation says so"
+    assert sum(metric_values(json_lines(cold_out), "ColdStart")) == 1, "the metric counts the same invocation"
+    assert not [line for line in warm_lines if "cold_start" in line], "a warm line says nothing of it"
+    assert not metric_values(json_lines(warm_out), "ColdStart")
+    assert not [line for line in cold_lines + warm_lines if LEFT_OUT_KEYS & set(line)], \
+        "no function name, ARN or memory (the log group and REPORT say them), no trace id with tracing off"
+
+
+async def test_a_traced_function_logs_each_invocations_trace_id(
+        local: LocalAWS, handlers: Handlers, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(observability.TRACING_ENV, "true")
+    traced = EventSourceMapping(local.world, observability.instrument(flow.handle))
+    invocation, out = await _one_invocation(local, traced, capsys)
+    lines = logged(out)
+    assert lines and {line["xray_trace_id"] for line in lines} == {invocation.trace_id}
+    assert {line["function_request_id"] for line in lines} == {invocation.request_id}
+
+
+async def test_a_step_delivery_line_has_the_keys_the_docs_show(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    assert local.client is not None
+    run = await local.client.start(app.fan_out_sleep, 2, "shown")
+    await esm.run_until(terminal(run), timeout=30)
+    shown = json.loads(SHOWN_LINE.read_text(encoding="utf-8"))
+    steps = [line for line in of_run(logged(capsys.readouterr().out), run.run_id)
+             if line["message"].endswith("delivery handled") and "stepId" in line]
+    assert steps, "one of the fan-out's steps runs inline, the other comes as a step message"
+    # A cold invocation's lines add cold_start: true; the docs show a warm one. No taskName (Python 3.12+ would
+    # name the record's asyncio task on each line).
+    assert [sorted(set(line) - {"cold_start"}) for line in steps] == [sorted(shown)] * len(steps)

@@ -30,7 +30,7 @@ from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
 from . import app
 from .conftest import Handlers, json_lines, metric_values
-from .lambda_env import LambdaContext
+from .lambda_env import LEFT_OUT_KEYS, LambdaContext, invoke_as_lambda
 from .test_flow_handler import terminal
 
 KIB = 1024
@@ -66,7 +66,7 @@ def url_event(method: str, path: str, body: str | bytes | None = None, *, conten
 
 async def call(handlers: Handlers, event: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """Invoke the synchronous handler off the test's loop, as Lambda would (it runs its own loop)."""
-    response = await asyncio.to_thread(handlers.webhook, event, LambdaContext(30_000, "awsworld-test-webhook"))
+    response = await invoke_as_lambda(handlers.webhook, event, LambdaContext(30_000, "awsworld-test-webhook"))
     assert response["headers"]["content-type"] == "application/json"
     return response["statusCode"], json.loads(response["body"])
 
@@ -111,6 +111,8 @@ async def test_requests_to_a_webhook_reach_its_run(local: LocalAWS, esm: Any, ha
     logged = [line for line in lines if line.get("message") == "webhook request"]
     assert [line["status"] for line in logged] == [202, 202]
     assert all(line["runId"] == run.run_id and len(line["token"]) == 12 for line in logged)
+    assert all(line["function_request_id"] and not LEFT_OUT_KEYS & set(line) for line in logged), \
+        "the flow function's shape: the request id, not the function's name, ARN or memory, nor an untraced trace id"
     assert sum(metric_values(lines, "WebhooksResumed")) == 2
 
 
@@ -453,7 +455,7 @@ async def test_an_event_that_is_not_an_object_is_refused_without_raising(handler
 async def answered(handler: Callable[[dict[str, Any], Any], dict[str, Any]], event: dict[str, Any]
                    ) -> tuple[int, dict[str, str], bytes]:
     """The handler's answer as the sender gets it: a webhook's own answer comes base64-encoded (its exact bytes)."""
-    response = await asyncio.to_thread(handler, event, LambdaContext(30_000, "awsworld-test-webhook"))
+    response = await invoke_as_lambda(handler, event, LambdaContext(30_000, "awsworld-test-webhook"))
     body = response["body"]
     data = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode()
     return response["statusCode"], response["headers"], data

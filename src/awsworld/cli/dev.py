@@ -352,10 +352,11 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
 
 
 LOG_FORMATS = ("text", "json")
-#: The keys of a Powertools record that the text line has already said (or that say nothing in a terminal).
+#: The keys of a Powertools record that the text line has already said (or that say nothing in a terminal; the
+#: Lambda context keys are those awsworld.lambda_host.observability keeps).
 _SAID = frozenset({"level", "location", "message", "timestamp", "service", "name", "xray_trace_id", "exception",
-                   "exception_name", "exception_notes", "stack_trace", "cold_start", "function_name",
-                   "function_memory_size", "function_arn", "function_request_id", "sampling_rate"})
+                   "exception_name", "exception_notes", "stack_trace", "cold_start", "function_request_id",
+                   "sampling_rate"})
 
 
 def text_line(log: dict[str, Any]) -> str:

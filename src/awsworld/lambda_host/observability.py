@@ -7,7 +7,14 @@ One module decides what is recorded, so the code, the dashboard in ``infra/`` an
   headers: a payload can hold anything a user sends, and a webhook token is the webhook's only secret.
   awsworld's own ``logging`` loggers (``awsworld.*``) get the same handler and formatter, so their lines are
   JSON with the same ids. Per-record keys live in a context variable, which each concurrently processed
-  record (an asyncio task) has its own copy of.
+  record (an asyncio task) has its own copy of. Of the Lambda context, a line keeps what an operator correlates
+  by, under Powertools' own key names: ``function_request_id`` (the invocation: Lambda's ``START``/``REPORT``
+  lines name it too), ``cold_start: true`` on the lines of the invocation that started its environment (absent
+  on a warm one), and ``xray_trace_id`` only when tracing is on. Powertools' ``inject_lambda_context`` would add
+  ``function_name``, ``function_memory_size``, ``function_arn``, ``cold_start: false`` and (Lambda sets the
+  trace header traced or not) the trace id to every line: about 240 B of a 450 to 800 B line, billed per byte
+  by CloudWatch, and said once already by the log group's name (``/aws/lambda/<stack>-flow``) and the
+  ``REPORT`` line (bench/cloudwatch_bytes.py measures it).
 - Metrics are CloudWatch Embedded Metric Format lines (Powertools Metrics) under one namespace (``awsworld``
   unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise) with the ``service`` dimension set to
   ``POWERTOOLS_SERVICE_NAME`` (the template uses the stack name, so two stages never mix their numbers).
@@ -30,6 +37,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.provider import cold_start
 
 from .._worker.delivery import (
     DEAD_LETTERED,
@@ -98,6 +106,14 @@ warnings.filterwarnings("ignore", message="No application metrics to publish", c
 logging.getLogger("awsworld")
 copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
 
+# Python 3.12+ names the asyncio task on every record logged inside one, and Powertools writes any record
+# attribute it does not know as a key: "taskName":"Task-38" on each delivery's lines (a record runs as a task),
+# about 20 B a line on Lambda's Python 3.13 that names nothing an operator looks for (``sqsMessageId`` and
+# ``messageId`` say which record). The standard library's own switch leaves the attribute unset (None), and
+# Powertools leaves a None key out.
+if sys.version_info >= (3, 12):
+    logging.logAsyncioTasks = False
+
 
 # Metrics are recorded only inside an instrumented invocation, which flushes them when it ends. The same code
 # also runs uninstrumented (``awsworld dev`` routes webhooks through ``webhook.handle``; tests call it): there a
@@ -139,9 +155,28 @@ def record_outcome(outcome: Outcome) -> None:
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
+def _with_log_keys(handler: Handler, traced: bool) -> Handler:
+    """Each invocation starts its log lines afresh (no key of the last invocation or its records stays) with the
+    Lambda context keys the module docstring lists. ``cold_start`` is read off the flag the ``ColdStart`` metric
+    is counted by (Powertools' metrics provider), so the lines and the metric agree: this wrapper runs before
+    ``log_metrics``, which clears the flag."""
+
+    @functools.wraps(handler)
+    def invocation(event: Any, context: Any, *rest: Any) -> Any:
+        logger.clear_state()
+        logger.append_keys(function_request_id=context.aws_request_id,
+                           cold_start=True if cold_start.is_cold_start else None)  # None: no key at all
+        if not traced:
+            logger.append_keys(xray_trace_id=None)  # Powertools' way to leave the trace id out (Logger docs)
+        return handler(event, context, *rest)
+
+    return invocation  # type: ignore[return-value]
+
+
 def instrument(handler: Handler) -> Handler:
-    """Wrap a Lambda handler: Lambda context in every log line, metrics flushed (with a cold-start count) at
-    the end of each invocation, and an X-Ray subsegment when tracing is on. The event is never logged."""
+    """Wrap a Lambda handler: the invocation's request id in every log line (and ``cold_start``, the trace id,
+    where they say something: see the module docstring), metrics flushed (with a cold-start count) at the end of
+    each invocation, and an X-Ray subsegment when tracing is on. The event is never logged."""
 
     @functools.wraps(handler)
     def invocation(event: Any, context: Any, *rest: Any) -> Any:  # rest: a host's container (tests/chaos)
@@ -151,9 +186,10 @@ def instrument(handler: Handler) -> Handler:
         finally:
             _invocation.reset(token)
 
+    traced = SETTINGS.tracing
     wrapped = metrics.log_metrics(invocation, capture_cold_start_metric=True)
-    wrapped = logger.inject_lambda_context(wrapped, log_event=False, clear_state=True)
-    if SETTINGS.tracing:
+    wrapped = _with_log_keys(wrapped, traced)
+    if traced:
         from aws_lambda_powertools import Tracer  # needs aws-xray-sdk: imported only when tracing is asked for
 
         # No auto-patching: X-Ray's thread-local segment context does not follow concurrent asyncio tasks, so
