@@ -356,7 +356,7 @@ LOG_FORMATS = ("text", "json")
 #: Lambda context keys are those awsworld.lambda_host.observability keeps).
 _SAID = frozenset({"level", "location", "message", "timestamp", "service", "name", "xray_trace_id", "exception",
                    "exception_name", "exception_notes", "stack_trace", "cold_start", "function_request_id",
-                   "sampling_rate"})
+                   "sampling_rate", "taskName"})
 
 
 def text_line(log: dict[str, Any]) -> str:

@@ -102,17 +102,24 @@ metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 # An invocation that only acknowledged (say, a long delay's early hop) has no metric to flush: not a problem.
 warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
+
+def _without_task_name(record: logging.LogRecord) -> bool:
+    """Python 3.12+ names the asyncio task on every record logged inside one, and Powertools writes any record
+    attribute it does not know as a key: "taskName":"Task-38" on each delivery's lines (a record runs as a task),
+    about 20 B a line on Lambda's Python 3.13 that names nothing an operator looks for (``sqsMessageId`` and
+    ``messageId`` say which record). Unset on the records this handler writes (Powertools leaves a None key
+    out), not by the standard library's process-wide ``logging.logAsyncioTasks``: importing this module changes
+    nothing of the process's other logging."""
+    if "taskName" in vars(record):
+        vars(record)["taskName"] = None
+    return True
+
+
+logger.registered_handler.addFilter(_without_task_name)
+
 # awsworld's internal loggers (awsworld.queue, awsworld.lambda, ...) write through the same JSON handler.
 logging.getLogger("awsworld")
 copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
-
-# Python 3.12+ names the asyncio task on every record logged inside one, and Powertools writes any record
-# attribute it does not know as a key: "taskName":"Task-38" on each delivery's lines (a record runs as a task),
-# about 20 B a line on Lambda's Python 3.13 that names nothing an operator looks for (``sqsMessageId`` and
-# ``messageId`` say which record). The standard library's own switch leaves the attribute unset (None), and
-# Powertools leaves a None key out.
-if sys.version_info >= (3, 12):
-    logging.logAsyncioTasks = False
 
 
 # Metrics are recorded only inside an instrumented invocation, which flushes them when it ends. The same code
