@@ -1,9 +1,10 @@
-"""IAM from the calls the handlers really make: run the deploy workloads through the flow and webhook handlers,
-each on its own container (as each function is deployed), record every AWS request each container's clients
-make and the resource it names, map each to the IAM action that authorizes it, and compare with that
-function's role in ``template.yaml``. The same for the ``ClientPolicy`` managed policy (the stack's
-``ClientPolicyArn``): a client of its own (a web app's process) starts, reads, resumes, fails and cancels runs,
-and the policy must grant exactly what it calls. And for ``OperatorPolicy`` (``OperatorPolicyArn``): the
+"""IAM from the calls the handlers really make: run the deploy workloads through the flow and webhook handlers, each on
+its own container (as each function is deployed), and the World server's callers (``HttpClient``, a plain HTTP
+service, the TypeScript runtime) through ``serve.handler`` behind its Function URL (``FunctionUrl``), record every
+AWS request each function's clients make and the resource it names, map each to the IAM action that authorizes it,
+and compare with that function's role in ``template.yaml``. The same for the ``ClientPolicy`` managed policy (the
+stack's ``ClientPolicyArn``): a client of its own (a web app's process) starts, reads, resumes, fails and cancels
+runs, and the policy must grant exactly what it calls. And for ``OperatorPolicy`` (``OperatorPolicyArn``): the
 ``awsworld`` commands an operator runs (``dlq`` and its redrive, ``limits``, ``schedules``, ``deployments`` and
 ``upgrade``, ``wake``, ``skip``, ``fail``, the reads, starts, hooks and cancels) run in this process through
 ``awsworld.cli.main``, every World they open traced into one ``Trace``, and the UI's API on a traced World too.
@@ -317,7 +318,7 @@ class Function:
     invoke: Callable[[Any, Any], dict[str, Any]]
 
 
-async def _traced(handle: Callable[..., Any], version: str | None = None) -> AsyncIterator[Function]:
+async def _traced(handle: Callable[..., dict[str, Any]], version: str | None = None) -> AsyncIterator[Function]:
     container = Container(version=version)  # a function of its own: its clients, its loop, as deployed
     world = container.world
     clients = await asyncio.to_thread(container.run, _open_clients(world))
