@@ -72,6 +72,14 @@ KIB = 1024
 Grant = tuple[str, str]  # (IAM action, resource kind: "table", "index/<name>", "FlowQueue", "runs/*", ...)
 ROLES = ["FlowFunctionRole", "WebhookFunctionRole", "WorldServerFunctionRole", "ClientPolicy", "OperatorPolicy"]
 
+LAMBDA_USES_THE_ROLE: dict[Grant, str] = {
+    ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
+    ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
+    ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+    ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+}
+"""What Lambda itself does with each function's role: write its log group, send its traces."""
+
 # Grants the role needs although the handler's code never makes that call. Each says why; the test fails if an
 # entry is no longer granted (a stale line here), so this list only ever holds what the template still grants.
 NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
@@ -81,26 +89,16 @@ NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
         ("sqs:DeleteMessage", "FlowQueue"): "the event source mapping deletes the records not reported as failed",
         ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key with AccessDenied, "
                                      "not NoSuchKey, which the code handles (a gone queue payload is dead-lettered)",
-        ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
-        ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
-        ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
-        ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+        **LAMBDA_USES_THE_ROLE,
         **{(action, "*"): "Lambda makes the function's network interfaces with the role (only in a VPC: SubnetIds)"
            for action in NETWORK_INTERFACE_ACTIONS},
     },
-    "WebhookFunctionRole": {
-        ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
-        ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
-        ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
-        ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
-    },
+    "WebhookFunctionRole": LAMBDA_USES_THE_ROLE,
     "WorldServerFunctionRole": {
         ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
-                                     "run expired) with AccessDenied, and a caller would get a 500 for a 404",
-        ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
-        ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
-        ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
-        ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+                                     "run expired) with AccessDenied, and the server would answer a missing "
+                                     "value as a missing permission",
+        **LAMBDA_USES_THE_ROLE,
     },
     "ClientPolicy": {
         ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
