@@ -53,6 +53,7 @@ from awsworld.local import LocalAWS, MotoServer
 from awsworld.world.deployments import Deployment
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
+from awsworld.world.ids import new_ulid
 from awsworld.world.messages import FlowMessage, queue_name_for
 
 from . import app
@@ -351,7 +352,8 @@ async def webhook_function(lambda_environment: dict[str, str]) -> AsyncIterator[
 
 
 @pytest.fixture(scope="module")
-async def world_server(lambda_environment: dict[str, str]) -> AsyncIterator[tuple[httpx.AsyncClient, Trace]]:
+async def world_server(lambda_environment: dict[str, str]) -> AsyncIterator[tuple[httpx.AsyncClient, FunctionUrl,
+                                                                               Trace]]:
     """The World server's function (``handlers/serve.py``), its Worlds traced; an HTTP client of its URL."""
     from awsworld.lambda_host import serve
 
@@ -363,7 +365,7 @@ async def world_server(lambda_environment: dict[str, str]) -> AsyncIterator[tupl
         patch.setattr(serve, "_handler", None)  # (a cold start: built on the first request)
         try:
             async with httpx.AsyncClient(transport=url, base_url=WORLD_SERVER_URL) as http:
-                yield http, trace
+                yield http, url, trace
         finally:
             url.close_worlds(opened.opened)
             await trace.world.close()
@@ -773,6 +775,8 @@ class FunctionUrl(httpx.AsyncBaseTransport):
     def __init__(self, handler: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
         self.handler = handler
         self.environment = ThreadPoolExecutor(max_workers=1, thread_name_prefix="world-server")
+        self.requests: list[tuple[str, str]] = []
+        """(method, path) of every request the function was invoked with."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
@@ -782,6 +786,7 @@ class FunctionUrl(httpx.AsyncBaseTransport):
                           headers={k: v for k, v in request.headers.items() if k not in ("host", "content-type")})
         event["rawPath"] = request.url.raw_path.split(b"?")[0].decode()
         event["rawQueryString"] = request.url.query.decode()
+        self.requests.append((request.method, request.url.path))
         answer = await asyncio.get_running_loop().run_in_executor(
             self.environment, self.handler, event, LambdaContext(120_000, "awsworld-trace-world-server"))
         content = answer.get("body") or ""
@@ -807,16 +812,15 @@ def _bytes(data: bytes) -> dict[str, str]:
 
 
 async def run_world_server_workload(local: LocalAWS, http: httpx.AsyncClient, flow_fn: Function) -> None:
-    """What the World server's callers do, through ``serve.handler`` behind its Function URL: every route of its
-    table (``_http/app.py``). ``HttpClient`` (a ``Client`` on ``HttpWorld``) starts Python runs, which the flow
-    function runs (a large input, stored in S3 under a new data key; the same start again with its run id), waits
-    for them and reads them (the run, its steps, events and stream, the listings by workflow and by status, a
-    child run the flow function created),
-    resumes a hook with a large payload, fails one and cancels a run; a plain HTTP service uses the ``/v1/client``
-    endpoints. The TypeScript runtime (``packages/world-awsworld``) keeps its runs in the server: it creates one
-    with a large input, records its events (a step with a large input and result, a hook, a wait, attributes, a
-    batch), writes, closes and reads a stream, reads the run's steps, hooks and events by every key, queues a
-    message for its app (``deliverTo``) and completes the run. Payloads are encrypted."""
+    """What the World server's callers do, through ``serve.handler`` behind its Function URL: every route of its table
+    (``_http/app.py``). ``HttpClient`` (a ``Client`` on ``HttpWorld``) starts Python runs, which the flow function
+    runs (a large input, stored in S3 under a new data key; the same start again with its run id), waits for them
+    and reads them (the run, its steps, events and stream, the listings by workflow and by status, a child run the
+    flow function created), resumes a hook with a large payload, fails one and cancels a run; a plain HTTP service
+    uses the ``/v1/client`` endpoints. The TypeScript runtime (``packages/world-awsworld``) keeps its runs in the
+    server: it creates one with a large input, records its events (a step with a large input and result, a hook, a
+    wait, attributes, a batch), writes, closes and reads a stream, reads the run's steps, hooks and events by every
+    key, queues a message for its app (``deliverTo``) and completes the run. Payloads are encrypted."""
     server = HttpWorld(WORLD_SERVER_URL, http=http)
     client = Client(server)
     esm = EventSourceMapping(local.world, flow_fn.invoke)
@@ -865,8 +869,7 @@ async def run_world_server_workload(local: LocalAWS, http: httpx.AsyncClient, fl
         "workflowName": "workflow//./app//order", "deploymentId": deployment, "input": large}})
     assert created.run is not None
     run_id = created.run.run_id
-    step, hook, wait = (f"{kind}_01K00000000000000000000{secrets.token_hex(2).upper()}0"[:31]
-                        for kind in ("step", "hook", "wait"))
+    step, hook, wait = (f"{kind}_{new_ulid()}" for kind in ("step", "hook", "wait"))  # (the runtime's ids)
     token = f"trace-server-ts-{secrets.token_hex(6)}"
     for event in ({"eventType": "run_started"},
                   {"eventType": "step_created", "correlationId": step, "eventData": {"stepName": "s", "input": large}},
@@ -907,7 +910,7 @@ async def run_world_server_workload(local: LocalAWS, http: httpx.AsyncClient, fl
 
 @pytest.fixture(scope="module")
 async def traced(local: LocalAWS, flow_function: Function, webhook_function: Function,
-                 world_server: tuple[httpx.AsyncClient, Trace]) -> AsyncIterator[dict[str, Trace]]:
+                 world_server: tuple[httpx.AsyncClient, FunctionUrl, Trace]) -> AsyncIterator[dict[str, Trace]]:
     await run_workloads(local, flow_function, webhook_function)
     client_world = AWSWorld(local.world.config)  # a client's process: its own clients, the stack's resources
     client_trace = Trace(client_world)
@@ -921,7 +924,7 @@ async def traced(local: LocalAWS, flow_function: Function, webhook_function: Fun
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(aws_package, "AWSWorld", traced_world(operator_trace))  # what the CLI opens
             await run_operator_workload(local, flow_function, ui_world)
-        server_http, server_trace = world_server
+        server_http, _, server_trace = world_server
         await run_world_server_workload(local, server_http, flow_function)
         yield {"FlowFunctionRole": flow_function.trace, "WebhookFunctionRole": webhook_function.trace,
                "ClientPolicy": client_trace, "OperatorPolicy": operator_trace, "WorldServerFunctionRole": server_trace}
@@ -975,6 +978,27 @@ def test_a_parameter_adds_exactly_the_grants_it_is_for(template: dict[str, Any],
         assert not unswitched & grants, f"{role} grants {sorted(unswitched & grants)} without {parameter}"
         switched = granted(resolved(template, **exists, **values), role)
         assert switched - unswitched == grants & set(NOT_CALLED_BY_CODE[role]), (role, parameter)
+
+
+def test_the_world_servers_workload_calls_every_route_it_serves(
+        traced: dict[str, Trace], world_server: tuple[httpx.AsyncClient, FunctionUrl, Trace]) -> None:
+    """A guard on the World server's workload: each route of the app (``_http/app.py``) was requested, so a route
+    added to the server is traced (or this fails, naming it)."""
+    from starlette.routing import Match, Route
+
+    from awsworld._http.app import create_app
+    from awsworld._http.auth import Auth
+    from awsworld._memory import MemoryWorld
+
+    _, url, _ = world_server
+    routes = [r for r in create_app(MemoryWorld(), auth=Auth("aws-iam")).routes if isinstance(r, Route)]
+
+    def requested(route: Route) -> bool:
+        return any(route.matches({"type": "http", "method": method, "path": path})[0] == Match.FULL
+                   for method, path in url.requests)
+
+    missed = [f"{sorted(route.methods or [])} {route.path}" for route in routes if not requested(route)]
+    assert routes and not missed, f"the World server's workload requests none of {missed}"
 
 
 def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) -> None:
