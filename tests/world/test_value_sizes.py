@@ -21,8 +21,8 @@ from uuid import UUID
 import pytest
 
 from awsworld.durable import serde
-from awsworld.world.limits import dumped_size_over, json_size_over, oversized
 from awsworld.world.errors import PayloadTooLargeError
+from awsworld.world.limits import dumped_size_over, json_size_over, oversized
 
 BOUND = 64 * 1024
 RECORD = {"id": 0, "name": "a record — ünïcode 日本", "tags": ["alpha", "beta"], "score": 0.5, "ok": None}
@@ -75,6 +75,19 @@ def test_the_size_is_the_stored_jsons_to_the_byte(shape: str) -> None:
     assert refusal.message == (f"eventData.result is {size} bytes of JSON; the largest value awsworld stores is "
                                f"{size - 1} bytes (AWSWORLD_MAX_VALUE_BYTES)")
     assert oversized(value, "eventData.result", None) is None  # no bound known here (a World served elsewhere)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_json_data_is_measured_as_its_own_json(shape: str) -> None:
+    """What a World is given (the dumped value; a queue payload) is measured as the JSON it is: an envelope's
+    ``"$t"`` key is not escaped again, a tuple is JSON's list (``json_size_over``, ``encode_value``'s look)."""
+    data = serde.dumps(SHAPES[shape])
+    size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    assert json_size_over(data, 1) == size
+    assert json_size_over(data, size) is None
+    as_tuples = [tuple(item) if isinstance(item, list) else item for item in data] if isinstance(data, list) \
+        else data
+    assert json_size_over(as_tuples, 1) == size
 
 
 @pytest.mark.parametrize("shape", SHAPES)

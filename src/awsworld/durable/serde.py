@@ -589,40 +589,49 @@ def _dumped(value: Any, depth: int) -> JSONValue:
         raise SerializationError("value", "nested too deeply to serialize") from None
 
 
-def json_parts(value: object) -> Iterator[JSONPart]:
+def json_parts(value: object, *, data: bool = False) -> Iterator[JSONPart]:
     """``to_json_text(value)`` in parts, each made only when it is asked for and none of them large unless a
     single item is: the JSON of the parts, one after the other (a ``str`` as it is, an ``Items`` without its
     brackets, a ``Base64``'s text of its length), is the value's JSON. A list, a tuple or a dict of str keys is
     taken apart (its small items dumped ``_BATCH_ITEMS`` at a time), a ``str`` is given as it is, ``bytes`` as
     the length of its base64; anything else is dumped whole. What sizes a value before it is copied
     (``world.limits.dumped_size_over``) reads it so: the value's JSON is never held. Raises what ``dumps``
-    raises, as it reaches the part that raises it."""
-    return _Parts().parts(value, 0)
+    raises, as it reaches the part that raises it.
+
+    ``data``: ``value`` is JSON data already (what ``dumps`` made; a queue payload), and its parts are of its own
+    JSON as JSON's encoder writes it: nothing is dumped, a ``"$t"`` key is no envelope, a tuple is a list; what
+    is not JSON (``bytes``, a cycle) is a ``Whole`` for the encoder to refuse."""
+    return _Parts(data).parts(value, 0)
 
 
 class _Parts:
     """``json_parts``' walk: the containers it is inside (a cycle is dumped whole, for ``dumps`` to refuse)."""
 
-    def __init__(self) -> None:
+    def __init__(self, data: bool) -> None:
         self.active: set[int] = set()
+        self.data = data
+
+    def whole(self, value: Any, depth: int) -> JSONValue:
+        return value if self.data else _dumped(value, depth)
 
     def parts(self, value: Any, depth: int) -> Iterator[JSONPart]:
         t: type[object] = _type_of(value)
         if t is str:
             yield Whole(value)
             return
-        if t is bytes or t is bytearray:
+        if (t is bytes or t is bytearray) and not self.data:
             yield f'{{"{TAG}":"{t.__name__}","v":"'
             yield Base64(len(value))
             yield '"}'
             return
         taken_apart = (t is list or t is tuple or (t is dict and all(type(key) is str for key in value)))
         if not taken_apart or depth >= MAX_DEPTH or id(value) in self.active:
-            yield Whole(_dumped(value, depth))
+            yield Whole(self.whole(value, depth))
             return
         self.active.add(id(value))
         try:
-            envelope = "dict" if t is dict and TAG in value else "tuple" if t is tuple else None
+            envelope = None if self.data else "dict" if t is dict and TAG in value else "tuple" if t is tuple \
+                else None
             if envelope is not None:
                 yield f'{{"{TAG}":"{envelope}","v":'
             yield from self.mapping(value, depth) if t is dict else self.sequence(value, depth)
@@ -643,7 +652,7 @@ class _Parts:
                     continue
             if batch:
                 yield comma
-                yield Items(_dumped(batch, depth))
+                yield Items(self.whole(batch, depth))
                 comma = ","
                 done, batch = batch[-1] is item, []
                 if done:
@@ -653,7 +662,7 @@ class _Parts:
             comma = ","
         if batch:
             yield comma
-            yield Items(_dumped(batch, depth))
+            yield Items(self.whole(batch, depth))
         yield "]"
 
     def mapping(self, value: dict[str, Any], depth: int) -> Iterator[JSONPart]:
@@ -669,7 +678,7 @@ class _Parts:
                     continue
             if batch:
                 yield comma
-                yield Items(_dumped(batch, depth))
+                yield Items(self.whole(batch, depth))
                 comma = ","
                 done, batch = key in batch, {}
                 if done:
@@ -679,5 +688,5 @@ class _Parts:
             comma = ","
         if batch:
             yield comma
-            yield Items(_dumped(batch, depth))
+            yield Items(self.whole(batch, depth))
         yield "}"
