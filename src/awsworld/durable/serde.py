@@ -641,52 +641,43 @@ class _Parts:
             self.active.discard(id(value))
 
     def sequence(self, value: list[Any] | tuple[Any, ...], depth: int) -> Iterator[JSONPart]:
-        """A list's JSON (a tuple's in its envelope) at ``depth``: runs of small items as ``Items``."""
-        yield "["
-        comma = ""
-        batch: list[Any] = []
-        for item in value:
-            if _small(item):
-                batch.append(item)
-                if len(batch) < _BATCH_ITEMS:
-                    continue
-            if batch:
-                yield comma
-                yield Items(self.whole(batch, depth))
-                comma = ","
-                done, batch = batch[-1] is item, []
-                if done:
-                    continue
-            yield comma
-            yield from self.parts(item, depth + 1)
-            comma = ","
-        if batch:
-            yield comma
-            yield Items(self.whole(batch, depth))
-        yield "]"
+        """A list's JSON (a tuple's in its envelope) at ``depth``."""
+        return self.entries(((None, item) for item in value), depth, "[]")
 
     def mapping(self, value: dict[str, Any], depth: int) -> Iterator[JSONPart]:
-        """A dict's JSON at ``depth`` (its keys are str): runs of small items as ``Items``; the key ``"$t"`` alone
-        (a run holding it would be escaped as a dict of its own)."""
-        yield "{"
+        """A dict's JSON at ``depth`` (its keys are str)."""
+        return self.entries(iter(value.items()), depth, "{}")
+
+    def entries(self, entries: Iterator[tuple[str | None, Any]], depth: int, brackets: str) -> Iterator[JSONPart]:
+        """The JSON of a list's items (``key`` None) or a dict's, in ``brackets``: runs of small items as
+        ``Items``, any other item taken apart; a dict's key ``"$t"`` alone (a run holding it would be escaped as
+        a dict of its own)."""
+        yield brackets[0]
         comma = ""
-        batch: dict[str, Any] = {}
-        for key, item in value.items():
-            if key != TAG and _small(item):
-                batch[key] = item
+        batch: list[tuple[str | None, Any]] = []
+        for key, item in entries:
+            small = key != TAG and _small(item)
+            if small:
+                batch.append((key, item))
                 if len(batch) < _BATCH_ITEMS:
                     continue
             if batch:
                 yield comma
-                yield Items(self.whole(batch, depth))
-                comma = ","
-                done, batch = key in batch, {}
-                if done:
-                    continue
-            yield comma + json.dumps(key, ensure_ascii=False) + ":"
+                yield Items(self.whole(self.run_of(batch, brackets), depth))
+                comma, batch = ",", []
+            if small:
+                continue
+            yield comma if key is None else comma + json.dumps(key, ensure_ascii=False) + ":"
             yield from self.parts(item, depth + 1)
             comma = ","
         if batch:
             yield comma
-            yield Items(self.whole(batch, depth))
-        yield "}"
+            yield Items(self.whole(self.run_of(batch, brackets), depth))
+        yield brackets[1]
+
+    @staticmethod
+    def run_of(batch: list[tuple[str | None, Any]], brackets: str) -> list[Any] | dict[str, Any]:
+        """A run of small items as the list or the dict they are items of."""
+        if brackets == "[]":
+            return [item for _, item in batch]
+        return {str(key): item for key, item in batch}
