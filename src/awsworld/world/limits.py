@@ -145,7 +145,8 @@ def _rough_size(value: Any, budget: list[int]) -> int:
     for item in items:
         part = _type_of(item)
         size = len(item) if part is str else (
-            _rough_size(item, budget) if part is list or part is dict or part is tuple or part is bytes else 8)
+            _rough_size(item, budget) if part is list or part is dict or part is tuple or part is bytes
+            or part is bytearray else 8)
         most = size if size > most else most
     return length * (largest + most + 1)
 
