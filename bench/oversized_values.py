@@ -6,7 +6,9 @@ was an out-of-memory kill, not the typed error. For each path a user value takes
 input given to ``start``, a workflow's return value, a hook's resume payload, a stream chunk, a queue payload),
 on the in-memory World and on the AWS World (``LocalAWS`` on moto), this prints the peak traced memory
 (``tracemalloc``) from just before the value is built until the refusal, as a multiple of the value's size (the
-UTF-8 bytes of its JSON; a chunk: its bytes). The value itself counts, so a string value's floor is 1.0x.
+UTF-8 bytes of its JSON; a chunk: its bytes). The value itself counts, so a string value's floor is 1.0x. A queue
+payload is built as the JSON data it is (``bytes``: their envelope's base64 text, a floor of 1.0x, not 0.75x), and
+a records chunk as the text JSON's encoder makes of them: what a user's code does before the World is not counted.
 
 moto runs in a process of its own, so what it stores or parses is not counted: on Lambda it is not there either.
 The bound is small (``--bound``, 4 MiB by default) so every figure takes seconds: a value just over it and one
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -48,6 +51,14 @@ def make_value(kind: str, size: int) -> Any:
         return bytes(size * 3 // 4)  # base64 makes it 4/3 as long
     record_bytes = len(serde.to_json_text(RECORD)) + 1
     return [{**RECORD, "id": i} for i in range(size // record_bytes)]
+
+
+def make_json_data(kind: str, size: int) -> Any:
+    """A value of ``kind`` as JSON data, the form a queue payload takes (what ``serde.dumps`` would make of
+    ``make_value``'s), built as such: ``bytes`` as their envelope around a base64 text of its length."""
+    if kind != "bytes":
+        return make_value(kind, size)  # (a text, a list of dicts: JSON data as they are)
+    return {"$t": "bytes", "v": "A" * (size - len('{"$t":"bytes","v":""}'))}
 
 
 def json_size(value: Any) -> int:
@@ -93,8 +104,9 @@ async def hooked(token: str) -> str:
 @step(name="oversized.chunk")
 async def write_chunk(kind: str) -> str:
     size = SIZES[kind]
-    chunk = "x" * size if kind == "text" else bytes(size) if kind == "bytes" else serde.to_json_text(
-        make_value(kind, size))
+    # (records: a chunk is the text a step made of them, with JSON's own encoder, which makes no copy of them)
+    chunk = "x" * size if kind == "text" else bytes(size) if kind == "bytes" else json.dumps(
+        make_value(kind, size), separators=(",", ":"))
     try:
         await get_writable("big").write(chunk)
     except PayloadTooLargeError:
@@ -150,8 +162,8 @@ class Paths:
 
     async def queue_payload(self, kind: str) -> None:
         try:
-            # a queue payload is JSON (bytes as the log keeps them)
-            await self.world.queue("__wkf_workflow_oversized", serde.dumps(make_value(kind, SIZES[kind])))
+            # a queue payload is JSON data (bytes as the log keeps them), built as such
+            await self.world.queue("__wkf_workflow_oversized", make_json_data(kind, SIZES[kind]))
         except PayloadTooLargeError:
             return
         raise AssertionError("the payload was accepted")

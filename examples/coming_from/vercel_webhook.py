@@ -7,7 +7,7 @@ import json
 import os
 from unittest.mock import patch
 
-from awsworld import create_webhook, step, webhook_url, workflow
+from awsworld import WebhookRequest, create_webhook, step, webhook_url, workflow
 
 SENT: list[str] = []  # what the payment provider was asked to call, for the example
 
@@ -28,8 +28,8 @@ async def fulfil(order_id: str, amount: int) -> str:
 async def process_order(order_id: str) -> str:
     async with create_webhook(timeout="1d") as webhook:  # Vercel: using webhook = createWebhook()
         await request_payment(order_id, webhook.token)
-        request = await webhook  # {"method", "headers", "body", "query"}: not a Request object
-    payment = json.loads(request["body"])  # Vercel: await request.json()
+        request = await webhook  # a WebhookRequest: {"method", "headers", "body", "query"}, not a Request object
+    payment = json.loads(request["body"] or "{}")  # Vercel: await request.json() (body: text, bytes, or None)
     return await fulfil(order_id, payment["amount"])
 # --8<-- [end:webhook]
 
@@ -47,8 +47,8 @@ async def main() -> None:
             token = url.rsplit("/", 1)[1]
             assert url == f"{base}/webhooks/{token}"
             # what the webhook route delivers for `POST <url>` with a JSON body (awsworld dev, or the stack)
-            request = {"method": "POST", "headers": {"content-type": "application/json"},
-                       "body": '{"amount": 40}', "query": {}}
+            request = WebhookRequest(method="POST", headers={"content-type": "application/json"},
+                                     body='{"amount": 40}', query={})
             await env.client.resume_hook(token, request)
             assert await run.result() == "A-9 paid 40"
 

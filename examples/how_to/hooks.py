@@ -7,6 +7,7 @@ from awsworld import (
     HookFailedError,
     HookHeartbeatTimeoutError,
     HookTimeoutError,
+    WebhookRequest,
     create_hook,
     create_webhook,
     resume_hook,
@@ -66,7 +67,7 @@ async def reserve_stock(sku: str) -> str:
 async def payment(order_id: str) -> dict[str, object]:
     async with create_webhook() as hook:  # resumable over HTTP: POST <webhook URL><hook.token>
         await notify("psp@example.com", f"pay {order_id}, then call back {hook.token}")
-        request = await hook  # {"method", "headers", "body", "query"}
+        request = await hook  # a WebhookRequest: {"method", "headers", "body", "query"}
     return {"order": order_id, "paid": request["body"]}
 # --8<-- [end:webhook]
 
@@ -129,7 +130,7 @@ async def main() -> None:
         paid = await client.start(payment, "A-3")
         await env.idle()
         [hook] = (await env.world.hooks.list(paid.run_id)).data
-        await client.resume_hook(hook.token, {"method": "POST", "headers": {}, "body": "ok", "query": {}})
+        await client.resume_hook(hook.token, WebhookRequest(method="POST", headers={}, body="ok", query={}))
         assert await paid.result() == {"order": "A-3", "paid": "ok"}
 
 

@@ -4,7 +4,7 @@ for a provider that only needs an acknowledgment, and a step's answer for a send
 import asyncio
 import json
 
-from awsworld import WebhookResponse, create_webhook, respond, step, workflow
+from awsworld import WebhookRequest, WebhookResponse, create_webhook, respond, step, workflow
 
 
 # --8<-- [start:static]
@@ -19,8 +19,8 @@ async def slack_command(channel: str) -> str:
 
 # --8<-- [start:manual]
 @step(name="answers.check_signup")
-async def check_signup(request: dict[str, object]) -> bool:
-    form = json.loads(str(request["body"]))
+async def check_signup(request: WebhookRequest) -> bool:
+    form = json.loads(request["body"] or "{}")
     ok = "@" in form.get("email", "")
     await respond(request, status=200 if ok else 422, body={"ok": ok})  # what the sender's request returns
     return ok
@@ -34,7 +34,7 @@ async def signup() -> bool:
 
 
 async def main() -> None:
-    from awsworld.lambda_host.webhook import WebhookRequest, resume
+    from awsworld.lambda_host.webhook import RouteRequest, resume
     from awsworld.testing import WorkflowTestEnv
 
     async with WorkflowTestEnv() as env:
@@ -42,7 +42,7 @@ async def main() -> None:
         await env.idle()
         [hook] = (await env.world.hooks.list(run.run_id)).data
         # What the webhook route (`awsworld dev`, the stack) does for `POST <webhook URL>`: deliver, then answer.
-        request = WebhookRequest(hook.token, "POST", {"content-type": "application/json"}, '{"email": "ada@x.org"}', {})
+        request = RouteRequest(hook.token, "POST", {"content-type": "application/json"}, '{"email": "ada@x.org"}', {})
         answer = await resume(env, request)
         assert (answer.status, answer.body) == (200, b'{"ok":true}')
         assert await run.result() is True
@@ -50,7 +50,7 @@ async def main() -> None:
         run = await env.client.start(slack_command, "#ops")
         await env.idle()
         [hook] = (await env.world.hooks.list(run.run_id)).data
-        answer = await resume(env, WebhookRequest(hook.token, "POST", {}, "deploy", {}))
+        answer = await resume(env, RouteRequest(hook.token, "POST", {}, "deploy", {}))
         assert answer.status == 200 and b"On it" in answer.http()[2]
         assert await run.result() == "#ops: deploy"
 

@@ -46,6 +46,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "authoring.retry": ("RetryPolicy",),
     "authoring.runtime": ("WorkflowMetadata",),
     "authoring.step_context": ("StepMetadata", "StreamWriter"),
+    "authoring.webhook_requests": ("WebhookRequest",),
     "authoring.webhook_responses": ("InvalidWebhookResponseError", "WebhookResponse", "respond"),
     "client.client": ("Client", "Run"),
     "durable.codecs": ("Codec", "Place", "PydanticCodec"),
@@ -118,6 +119,7 @@ if TYPE_CHECKING:
     from .authoring.retry import RetryPolicy
     from .authoring.runtime import WorkflowMetadata
     from .authoring.step_context import StepMetadata, StreamWriter
+    from .authoring.webhook_requests import WebhookRequest
     from .authoring.webhook_responses import InvalidWebhookResponseError, WebhookResponse, respond
     from .client.client import Client, Run
     from .durable.codecs import Codec, Place, PydanticCodec
@@ -188,6 +190,7 @@ __all__ = [
     "StepTimeoutError",
     "StreamWriter",
     "ValueTooLargeError",
+    "WebhookRequest",
     "WebhookResponse",
     "Workflow",
     "WorkflowMetadata",

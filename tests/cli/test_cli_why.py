@@ -6,6 +6,7 @@ as an operator runs them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -181,3 +182,25 @@ def test_runs_waiting_says_what_each_unfinished_run_waits_on_and_its_last_write(
     ended = dev.json("runs", "--waiting", "--status", "completed", "--limit", "100")
     assert {r["runId"]: r["waitingOn"] for r in ended}[done] == [], "an ended run waits on nothing (and is not read)"
     assert dev("resume", "why-child:11", '"go"', "--wait", "30").code == 0
+
+
+def test_describe_says_when_an_unfinished_run_last_wrote_as_runs_waiting_does(dev: Dev) -> None:
+    """``describe`` of a run that waits says under what it waits on when it last wrote: the text ``runs --waiting``
+    has in its ``LAST WRITE (UTC)`` column (``cli.describe.last_write``, one function for both), and how long ago,
+    which a stuck run's grows. It had no such line: an operator went from ``describe`` to ``runs --waiting`` to
+    see whether the run moved. An ended run has none (its end time says it)."""
+    waiting = dev.json("start", "clitest.child", "[12]")["runId"]
+    done = dev.json("start", "clitest.size", '"z"', "--wait", "30")["runId"]
+    until_found(lambda: dev("hooks", waiting).out.count("why-child:12"), "the run holds its hook")
+    [row] = [line for line in dev("runs", "--waiting", "--limit", "100").out.splitlines() if line.startswith(waiting)]
+    described = dev("describe", waiting)
+    lines = described.out.splitlines()
+    [written] = [line for line in lines if line.startswith("          last write ")]
+    assert described.code == 0 and lines[lines.index(written) - 1] == "waits on  hook why-child:12 (no payload yet)", \
+        described.out
+    assert re.fullmatch(r" {10}last write (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC \(.+ ago\)", written), written
+    assert f"  {written.split()[2]} {written.split()[3]}  " in row, (row, written)  # the column's text, the same
+    assert dev("resume", "why-child:12", '"go"', "--wait", "30").code == 0
+    for ended in (waiting, done):
+        text = dev("describe", ended).out
+        assert "status    completed at" in text and "last write" not in text, text

@@ -153,8 +153,8 @@ def test_ctrl_c_of_a_command_waiting_on_a_silent_endpoint_ends_it_at_once(
 
 
 @pytest.mark.parametrize(("command", "path", "exit_code"), [
-    (["ui"], "/api/runs", 130),  # (the page's stop says "stopped")
-    (["serve"], "/v1/runs", 130),  # (serve's Ctrl-C is its way out, exit 0, unless it cut a request off)
+    (["ui"], "/api/runs", 130),
+    (["serve"], "/v1/runs", 130),  # (and "stopped", as with nothing under way: tests/cli/test_server_stop.py)
 ], ids=["ui", "serve"])
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_of_a_server_during_a_request_to_a_silent_endpoint_ends_it_after_its_grace(

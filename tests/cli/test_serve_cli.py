@@ -686,7 +686,8 @@ def test_ctrl_c_with_a_request_still_open_after_the_grace_says_one_line_and_no_t
     request has ``GRACEFUL_SECONDS`` to end, is then cancelled, and the server says so in one line and exits 130
     (``cli/exit_codes.STOPPED``). It printed uvicorn's ``Cancel 1 running task(s)`` and a page of the request's
     ``CancelledError`` traceback, and exited 0; its client gets the World API's 503 ``server-stopping`` (it got
-    uvicorn's plain-text 500). With nothing open the stop is its way out: nothing said, exit 0. SIGTERM (``kill``,
+    uvicorn's plain-text 500). With nothing open it says "stopped", exit 130 too, as any command's Ctrl-C (it said
+    nothing and exited 0: tests/cli/test_server_stop.py). SIGTERM (``kill``,
     a process manager's stop) is a Ctrl-C: it ended the process by Python's default, exit -15 (uvicorn raises the
     signal it stopped on again, ``_http/listen.sigterm_as_ctrl_c``)."""
     from awsworld._http.listen import GRACEFUL_SECONDS
@@ -715,7 +716,7 @@ def test_ctrl_c_with_a_request_still_open_after_the_grace_says_one_line_and_no_t
     said = (tmp_path / "server.log").read_text().splitlines()[1:]  # (after the banner)
     if open_request:
         assert said == [f"awsworld serve: stopped; 1 request(s) still under way after {GRACEFUL_SECONDS} s were cut "
-                        "off (their clients got a 503 or a closed connection)"], said
+                        "off (their clients got a 503 or a closed connection)", "", "stopped"], said
         assert code == 130
         # The client is told as the World API tells every error (it got uvicorn's plain-text 500 before).
         poller.join(timeout=10)
@@ -724,7 +725,7 @@ def test_ctrl_c_with_a_request_still_open_after_the_grace_says_one_line_and_no_t
         assert error_of(answer, 503)["code"] == "server-stopping", answer.text
         assert answer.json()["error"]["message"].startswith("the server is stopping"), answer.text
     else:
-        assert (said, code) == ([], 0)
+        assert (said, code) == (["", "stopped"], 130)
 
 
 def test_a_web_page_of_another_site_cannot_cancel_a_run_on_a_loopback_server(

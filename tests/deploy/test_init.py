@@ -376,7 +376,8 @@ def test_upgrade_refuses_to_overwrite_an_edited_file_and_force_saves_it_first(tm
     assert "would overwrite your edits to template.yaml and src/flow.py (changed since awsworld 0.0.9" \
         in refused.stderr, refused.stderr
     assert "infra/Makefile" not in refused.stderr, "the older Makefile is awsworld's, as its record says"
-    assert "template parameter (docs/operate/deploy.md)" in refused.stderr
+    assert ("template parameter (docs/operate/deploy.md; your steps' permissions and VPC: "
+            "docs/how-to/aws-from-steps.md)") in refused.stderr
     assert "awsworld init --upgrade --force saves your copies as template.yaml.edited and src/flow.py.edited" \
         in refused.stderr, refused.stderr
     assert files_of(project) == before, "nothing written"

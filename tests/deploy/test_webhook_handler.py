@@ -24,7 +24,7 @@ from awsworld.aws import AWSWorld
 from awsworld.durable import serde
 from awsworld.lambda_host import webhook
 from awsworld.lambda_host.container import Container, default_container
-from awsworld.lambda_host.webhook import WebhookRequest, parse
+from awsworld.lambda_host.webhook import RouteRequest, parse
 from awsworld.local import LocalAWS
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
@@ -392,7 +392,7 @@ async def test_without_a_key_identical_requests_count_once_and_different_keys_co
 
 def resume_id(event: dict[str, Any]) -> str:
     request = parse(event)
-    assert isinstance(request, WebhookRequest)
+    assert isinstance(request, RouteRequest)
     return request.resume_id()[1]
 
 

@@ -17,16 +17,18 @@ import pytest
 
 from awsworld import (
     InvalidWebhookResponseError,
+    WebhookRequest,
     WebhookResponse,
     create_webhook,
     respond,
     step,
     workflow,
 )
+from awsworld.authoring.webhook_requests import RespondTo
 from awsworld.authoring.webhook_responses import MAX_RESPONSE_BODY_BYTES, RESPOND_TO_FIELD, RESPOND_WITH_FIELD
 from awsworld.client.client import Client
 from awsworld.client.replay import replay_events
-from awsworld.lambda_host.webhook import Response, RouteHost, WebhookRequest, resume
+from awsworld.lambda_host.webhook import Response, RouteHost, RouteRequest, resume
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.protocol import World
@@ -34,7 +36,7 @@ from awsworld.world.protocol import World
 
 async def deliver(env: RouteHost, token: str, body: str, *, key: str = "k-1", within: float = 10.0) -> Response:
     """What the route does for a ``POST`` to the webhook (``env`` has what it reads: a World and a client)."""
-    request = WebhookRequest(token, "POST", {"content-type": "application/json", "idempotency-key": key}, body, {})
+    request = RouteRequest(token, "POST", {"content-type": "application/json", "idempotency-key": key}, body, {})
     return await resume(env, request, within)
 
 
@@ -141,6 +143,41 @@ async def test_a_manual_webhook_sends_the_answer_a_step_writes(awsworld_env: Wor
     [stream] = await awsworld_env.world.streams.list(run.run_id)
     assert stream.startswith("webhook-response.")
     assert len((await awsworld_env.world.streams.get_chunks(run.run_id, stream)).data) == 1
+
+
+@step(name="respond_test.answer_request")
+async def answer_request(request: WebhookRequest) -> None:
+    await respond(request, status=204)
+
+
+@workflow(name="respond_test.manual_request")
+async def manual_request() -> WebhookRequest:
+    async with create_webhook(respond_with="manual") as webhook:
+        request = await webhook
+        await answer_request(request)
+        return request
+
+
+async def test_what_the_route_records_is_exactly_a_webhook_request(awsworld_env: WorkflowTestEnv) -> None:
+    """``create_webhook()`` is a ``Hook[WebhookRequest]``: the route's payload has that TypedDict's keys, no other,
+    with the types it names (a manual webhook's adds its optional ``respondTo``, a ``RespondTo``), so what a
+    workflow's type checker is told is what arrives."""
+    run = await awsworld_env.client.start(static)
+    token = await _hook_of(awsworld_env, run.run_id)
+    await deliver(awsworld_env, token, '{"n": 1}')
+    await deliver(awsworld_env, token, "", key="k-2")
+    for request in await run.result():
+        assert set(request) == WebhookRequest.__required_keys__ and not WebhookRequest.__optional_keys__ & set(request)
+        assert request["method"] == "POST" and request["query"] == {} and isinstance(request["body"], str)
+        assert request["headers"]["content-type"] == "application/json"
+    manual = await awsworld_env.client.start(manual_request)
+    token = await _hook_of(awsworld_env, manual.run_id)
+    assert (await deliver(awsworld_env, token, '{"n": 1}')).status == 204
+    request = await manual.result()
+    assert set(request) == WebhookRequest.__required_keys__ | WebhookRequest.__optional_keys__ == {
+        "method", "headers", "body", "query", RESPOND_TO_FIELD}
+    assert set(request[RESPOND_TO_FIELD]) == RespondTo.__required_keys__ and \
+        request[RESPOND_TO_FIELD]["runId"] == manual.run_id
 
 
 async def test_no_answer_in_time_is_504_and_a_run_that_ends_without_one_is_502(

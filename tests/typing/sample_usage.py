@@ -260,6 +260,12 @@ async def fulfil(address: Address) -> str | None:
     return await ship(address)
 
 
+@step
+async def answer_webhook(request: awsworld.WebhookRequest) -> bool:
+    """A manual webhook's request, answered: ``respond()`` takes what ``await create_webhook()`` gives."""
+    return await awsworld.respond(request, status=202, body={"queued": True})
+
+
 @workflow(name="typing-sample.checkout", retention="7d")
 async def checkout(order_id: str, address: Address, *, express: bool = False) -> dict[str, int]:
     reveal_type(price)  # reveal: (sku: str, qty: int = 1, *gifts: str, discount: float = 0) -> Coroutine[Any, Any, int]
@@ -275,7 +281,13 @@ async def checkout(order_id: str, address: Address, *, express: bool = False) ->
     named: Hook[Approval] = create_hook(f"note:{order_id}")  # no codec: Any, which the user may name
     assert_type(await named, Approval)
     request = await create_webhook(timeout=timedelta(hours=1))
-    reveal_type(request)  # reveal: Any
+    reveal_type(request)  # reveal: WebhookRequest
+    reveal_type(request["body"])  # reveal: str | bytes | None
+    assert_type(request["headers"], dict[str, str])
+    assert_type(await answer_webhook(request), bool)
+    async for later in create_webhook(respond_with="manual"):
+        assert_type(later, awsworld.WebhookRequest)
+        request["bodyy"]  # expected-error: reportGeneralTypeIssues
     assert_type(await awsworld.map(price, ["a", "b"]), awsworld.BatchResult[int])
     assert_type(await awsworld.map(fulfil, [address]), awsworld.BatchResult[str | None])
     assert_type(await awsworld.parallel(price("a"), lambda: price("b")), awsworld.BatchResult[int])

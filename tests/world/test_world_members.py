@@ -1,6 +1,6 @@
 """Every member the runtime uses of a World is declared in the ``World`` protocol (``world/protocol.py``), and both
 Worlds have each of them: the runtime reads ``world.clock``, ``world.watch``, ``world.schedules``,
-``world.published``, ``world.deployments`` and ``world.limiters`` as it reads
+``world.published``, ``world.deployments``, ``world.limiters`` and ``world.max_value_bytes`` as it reads
 ``world.runs``, never by looking for them (``getattr(world, ...)``), so a World that lacked one would fail its
 type check and this test, not skip the watchdog or the schedules quietly."""
 
@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "awsworld"
 DISCOVERY = re.compile(r"\b(?:get|has)attr\((?:self\.)?world\b")
 RUNTIME_MEMBERS = ("clock", "watch", "schedules", "published", "deployments", "limiters", "streams", "runs",
                    "steps", "events", "hooks", "queue", "queue_batch", "get_deployment_id", "capabilities",
-                   "spec_version", "close")
+                   "spec_version", "close", "max_value_bytes")
 
 
 def test_the_protocol_declares_what_the_runtime_reads() -> None:
@@ -51,6 +51,7 @@ async def test_a_world_without_an_extension_declares_it_absent() -> None:
         assert isinstance(http, World)
         assert http.clock is SYSTEM_CLOCK
         assert (http.watch, http.schedules, http.deployments, http.limiters) == (None,) * 4
+        assert http.max_value_bytes is None  # the server's bound: it refuses a larger value itself
         assert http.published is not None
 
 

@@ -77,9 +77,10 @@ def sigterm_as_ctrl_c() -> None:
     """From now on SIGTERM (``kill``, a process manager's stop) stops this process as Ctrl-C does: for ``awsworld
     serve`` and ``awsworld ui``, whose uvicorn stops on either, then raises the signal it stopped on again under the
     handler it found (``uvicorn.Server.capture_signals``): Python's default for SIGTERM ended the process there, exit
-    -15 and nothing said, where a Ctrl-C's way out exits 0, or says how many requests it cut off and exits 130
-    (``cli/exit_codes.STOPPED``). The handler sends SIGINT, so whatever answers a Ctrl-C at that moment (asyncio's
-    ``Runner``, uvicorn's own handler, Python's ``KeyboardInterrupt``) answers it. The CLI's main thread only."""
+    -15 and nothing said, where a Ctrl-C's way out says how many requests it cut off, if any, then ``stopped``, and
+    exits 130 (``cli/exit_codes.STOPPED``). The handler sends SIGINT, so whatever answers a Ctrl-C at that moment
+    (asyncio's ``Runner``, uvicorn's own handler, Python's ``KeyboardInterrupt``) answers it. The CLI's main thread
+    only."""
     signal.signal(signal.SIGTERM, _sigterm_is_a_ctrl_c)
 
 
@@ -88,13 +89,17 @@ class Listening:
     the loopback address, the one name that surely reaches it from this machine) and ``wait`` for its end (uvicorn
     ends on SIGINT or SIGTERM: ``sigterm_as_ctrl_c``)."""
 
-    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], host: str, cut_off: CutOff) -> None:
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], host: str, port: int,
+                 cut_off: CutOff) -> None:
         self.server = server
         self.cut_off = cut_off
         """The requests under way that the stop cancelled once its grace ran out (counted by the block's end)."""
         self.task = task
         self.host = host
-        self.port: int = server.servers[0].sockets[0].getsockname()[1]
+        self.port = port
+        """The port of the socket ``listening`` bound (not read back from uvicorn's servers: a Ctrl-C in the moment
+        uvicorn starts has closed them by the time they are read, which failed ``awsworld serve`` with an
+        ``IndexError``, exit 1, where a stop is exit 130: tests/cli/test_server_stop.py)."""
         reached = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
         self.url = f"http://{reached if ':' not in reached else f'[{reached}]'}:{self.port}"
 
@@ -128,6 +133,7 @@ async def listening(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0,
     The socket is bound here, so an address that cannot be had (a port taken) is this ``OSError``, not uvicorn's
     exit from inside its task."""
     listener = _tcp(socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET))
+    bound: int = listener.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                            lifespan="off", timeout_graceful_shutdown=graceful_seconds))
     with cut_off_quietly() as cut_off:
@@ -138,7 +144,7 @@ async def listening(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0,
             await task
             raise OSError(f"could not listen on {host}:{port}")
         try:
-            yield Listening(server, task, host, cut_off)
+            yield Listening(server, task, host, bound, cut_off)
         finally:
             server.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):

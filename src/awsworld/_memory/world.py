@@ -34,6 +34,7 @@ class MemoryWorld(WorldBase):
         ``AWSWORLD_MAX_VALUE_BYTES``, else 64 MiB; ``world/limits.py``)."""
         super().__init__()
         limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
+        self.max_value_bytes: int = limit
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
         self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id, max_value_bytes=limit)
         self._store_with(self.storage)  # the contract's storage methods, over these records

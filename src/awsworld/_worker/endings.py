@@ -25,7 +25,7 @@ from ..durable.codecs import Place
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
-from ..world.limits import too_large_text
+from ..world.limits import oversized, too_large_text
 from ..world.messages import FlowMessage
 from .error_shapes import log_failure, note_calls_after, structured_error
 from .flow_messages import FlowMessages, queue_come_back
@@ -52,8 +52,14 @@ class RunEndings:
         assert execution.task is not None
         error = execution.task.exception() if not execution.task.cancelled() else None
         if error is None and not execution.task.cancelled():
+            returned = execution.task.result()
+            # (over the World's bound, refused before it is dumped, as the World would refuse it once written)
+            too_large = oversized(returned, "eventData.output", self.world.max_value_bytes) \
+                if execution.definition.codec is None else None
+            if too_large is not None:
+                return await self.too_large(too_large)
             try:
-                output = codecs.store(execution.task.result(), execution.definition.codec,
+                output = codecs.store(returned, execution.definition.codec,
                                       Place("result", f"workflow {execution.definition.name!r}", self.run_id))
             except CodecError as bad:
                 return await self.fail(structured_error(bad), SERIALIZATION_ERROR)
@@ -65,12 +71,16 @@ class RunEndings:
             except EntityConflictError:
                 return "gone"
             except PayloadTooLargeError as too_large:
-                return await self.fail({"message": too_large_text("the workflow's return value", too_large.message),
-                                         "name": "ValueTooLargeError"}, VALUE_TOO_LARGE)
+                return await self.too_large(too_large)
             return "completed"
         if error is None:
             return await self.fail({"message": "cancelled"}, USER_ERROR)
         return await self.fail(note_calls_after(structured_error(error), execution.log), USER_ERROR)
+
+    async def too_large(self, refusal: PayloadTooLargeError) -> str:
+        """Fail the run whose return value the World refuses (or would refuse) as too large."""
+        return await self.fail({"message": too_large_text("the workflow's return value", refusal.message),
+                                "name": "ValueTooLargeError"}, VALUE_TOO_LARGE)
 
     async def fail(self, error: dict[str, Any], code: str) -> str:
         try:

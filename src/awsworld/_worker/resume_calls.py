@@ -33,7 +33,7 @@ from ..authoring.step_context import current_step
 from ..durable import serde
 from ..durable.hook_calls import REFUSED, RESUME_HOOK, resume_key
 from ..world.errors import HookClosedError, HookNotFoundError, HookResumedElsewhereError, InvalidInputError
-from .run_control import resume_hook
+from .run_control import hook_payload, resume_hook
 
 
 async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dict[str, Any]:
@@ -46,7 +46,7 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
     assert context is not None, "awsworld.resume_hook runs as a step"
     key = resume_key(context.metadata.run_id, context.metadata.step_id)
     try:
-        encoded = serde.dumps(payload)
+        encoded = hook_payload(context.world, token, payload)
     except serde.SerializationError as error:  # (the call's input was serialized already: only a codec can do this)
         raise TypeError(f"the hook payload cannot be serialized: {error}") from None
     call = f"resume_hook({token!r})"  # (the token is in this run's log already: the step's first argument)

@@ -47,7 +47,7 @@ from ..world.errors import (
 )
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
 from ..world.ids import new_run_id
-from ..world.limits import too_large_text
+from ..world.limits import oversized, too_large_text
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.published import Publication
@@ -185,13 +185,19 @@ class RunStarter:
         context = {**(definition.execution_context() if definition is not None else {}), **(context or {}),
                    **start_context(slot, priority)}
         coding = definition or (self.registry or REGISTRY).workflows.get(name) or REGISTRY.workflows.get(name)
-        try:  # through the workflow's args_codec when this process knows it (a CodecError: nothing written)
-            payload = stored_input if stored_input is not None else codecs.store_call(
-                args, kwargs, coding.args_codec if coding else None, coding.fn if coding else _no_body,
-                Place("input", f"workflow {name!r}", run_id))
-        except serde.SerializationError as error:
-            raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
+        args_codec = coding.args_codec if coding else None
         try:
+            if stored_input is None and args_codec is None:  # (over the World's bound: refused before it is dumped)
+                too_large = oversized({"args": list(args), "kwargs": kwargs}, "eventData.input",
+                                      self.world.max_value_bytes)
+                if too_large is not None:
+                    raise too_large
+            try:  # through the workflow's args_codec when this process knows it (a CodecError: nothing written)
+                payload = stored_input if stored_input is not None else codecs.store_call(
+                    args, kwargs, args_codec, coding.fn if coding else _no_body,
+                    Place("input", f"workflow {name!r}", run_id))
+            except serde.SerializationError as error:
+                raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
             result = await create_run(self.world, run_id, name, payload, context,
                                       attributes=pinned_attributes(deployment))
         except PayloadTooLargeError as too_large:  # named as the caller knows it, not by the run_created field
@@ -316,6 +322,21 @@ async def find_hook(world: World, token: str, wait: float | None) -> HookRecord:
         pause = min(pause * 2, POLL_MAX)
 
 
+def hook_payload(world: World, token: str, payload: object) -> Any:
+    """A resume's ``payload`` as the log stores it (``serde.dumps``: ``SerializationError``), or, over the World's
+    bound, the ``PayloadTooLargeError`` ``resume_hook`` raises for it, before it is dumped (``limits.oversized``)."""
+    too_large = oversized(payload, "eventData.payload", world.max_value_bytes)
+    if too_large is not None:
+        raise _payload_too_large(token, too_large)
+    return serde.dumps(payload)
+
+
+def _payload_too_large(token: str, refusal: PayloadTooLargeError) -> PayloadTooLargeError:
+    """A payload's refusal, named as the caller knows it (not by the ``hook_received`` field)."""
+    return PayloadTooLargeError(too_large_text(f"the payload for hook {token!r}", refusal.message),
+                                field=refusal.field)
+
+
 async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key: str | None = None,
                       wait: float | None = None, wake: bool = True, marks: dict[str, Any] | None = None,
                       once: bool = False, retried: bool = False) -> HookResumed:
@@ -369,8 +390,7 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
             raise
         event, recorded = repeat.event, False
     except PayloadTooLargeError as too_large:  # named as the caller knows it, not by the hook_received field
-        raise PayloadTooLargeError(too_large_text(f"the payload for hook {token!r}", too_large.message),
-                                   field=too_large.field) from None
+        raise _payload_too_large(token, too_large) from None
     assert event is not None
     if not ended and wake:
         reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"

@@ -77,7 +77,7 @@ from ..world.errors import (
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
-from ..world.limits import too_large_text
+from ..world.limits import oversized, too_large_text
 from ..world.messages import FlowMessage
 from ..world.protocol import World
 from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD, MAX_ATTEMPTS_FIELD
@@ -353,6 +353,13 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
         body = cancel_contained(exit_contained(definition.fn(
             *(call.args if poll is None else poll.arguments(call.args, run_id, step_id)), **call.kwargs)))
         result = await context.run(_supervised(body, definition, watch))
+        # A result over the World's bound is refused before it is dumped (and before the flow decodes it to show
+        # its workflow: ``provisional.py``), as it would be once written: the step fails for good.
+        too_large = oversized(result, "eventData.result", world.max_value_bytes) \
+            if poll is None and definition.codec is None else None
+        if too_large is not None:
+            completed = StepEnd(step_id, "step_completed", {}, step.attempt, events, step_name=step_name)
+            return _too_large_end(completed, too_large)
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
             place: codecs.PlaceOf = (lambda: Place("result", f"step {step_name!r}", run_id, step_id)) \
                 if poll is None else poll.place(run_id, step_id)

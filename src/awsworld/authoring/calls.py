@@ -17,6 +17,7 @@ from ..world.clock import clock_of
 from .durations import Duration, When
 from .runtime import HookHandle, WorkflowMetadata, current_runtime, noted, outside_any_run, require_runtime
 from .step_context import StepMetadata, StreamWriter, current_step
+from .webhook_requests import WebhookRequest
 from .webhook_responses import RespondWith, stored_respond_with
 
 _stdlib_time_ns = _time.time_ns
@@ -98,7 +99,7 @@ T = TypeVar("T")
 class Hook(Generic[T]):
     """A durable hook: ``await hook`` takes one payload, ``async for payload in hook`` takes them in order,
     ``async with create_hook() as hook`` disposes it (frees its token) on exit. ``T``: what a payload is (the
-    codec's type with ``create_hook(codec=...)``; else ``Any``)."""
+    codec's type with ``create_hook(codec=...)``; a ``WebhookRequest`` for ``create_webhook()``; else ``Any``)."""
 
     def __init__(self, handle: HookHandle) -> None:
         self._op = handle
@@ -175,8 +176,9 @@ def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When
 
 
 def create_webhook(metadata: Any = None, *, timeout: When | None = None, heartbeat_timeout: Duration | None = None,
-                   name: str | None = None, respond_with: RespondWith = None) -> Hook[Any]:
-    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``,
+                   name: str | None = None, respond_with: RespondWith = None) -> Hook[WebhookRequest]:
+    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request, a ``WebhookRequest``
+    (``{"method", "headers", "body", "query"}``: ``authoring/webhook_requests.py``). ``timeout``,
     ``heartbeat_timeout`` (heartbeats: ``POST /webhooks/<token>/heartbeat``) and ``name``: as ``create_hook``'s.
 
     ``respond_with``: what the sender is answered. None: ``202`` with a JSON status body. A ``WebhookResponse``:

@@ -35,7 +35,8 @@ RESPOND_WITH_FIELD = "respondWith"
 """Where a webhook's ``hook_created`` records ``respond_with`` (absent for the default 202). Display-like: replay
 never compares it, so a deployed change of ``respond_with`` does not diverge a run; the recorded one answers."""
 RESPOND_TO_FIELD = "respondTo"
-"""Where a manual webhook's request (the hook payload) names what answers it: ``{"runId": ..., "stream": ...}``."""
+"""Where a manual webhook's request (the hook payload) names what answers it: ``WebhookRequest``'s optional key, a
+``RespondTo`` (``authoring/webhook_requests.py``)."""
 MAX_RESPONSE_BODY_BYTES = 64 * 1024
 """The largest body a webhook answers with: an acknowledgment or a validation result, not a download. A static
 one is kept in the webhook's ``hook_created`` event (a DynamoDB item holds 400 KB), a manual one in one chunk."""
@@ -232,7 +233,8 @@ def response_stream(hook_id: str, resume_id: str) -> str:
 
 async def respond(request: Mapping[str, object], *, status: int = 200, body: ResponseBody = None,
                   headers: Mapping[str, str] | None = None) -> bool:
-    """Answer the sender of ``request`` (a payload of ``create_webhook(respond_with="manual")``), in a step:
+    """Answer the sender of ``request`` (a ``WebhookRequest``, the payload of a ``create_webhook(respond_with=
+    "manual")`` hook; any mapping is taken, as a step's argument annotated ``dict[str, object]`` is), in a step:
     Vercel's ``request.respondWith(new Response(...))``. The route, waiting since it recorded the request, sends
     this response (``WebhookResponse``'s ``status``, ``body`` and ``headers``, checked here).
 

@@ -45,6 +45,11 @@ class AWSWorld(WorldBase):
         self.streams = StreamsAPI(self.clients)
 
     @property
+    def max_value_bytes(self) -> int:
+        """The largest value this World takes (its configuration's: ``AWSWORLD_MAX_VALUE_BYTES``)."""
+        return self.config.max_value_bytes
+
+    @property
     def stats(self) -> RequestStats:
         return self.clients.stats
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 from .output import error_text, print_json, remote, shorten, when
@@ -122,7 +123,7 @@ def _status_error(error: str) -> str:
 def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
-    from .._timeline import deadline_text, how_far
+    from .._timeline import deadline_text, how_far, moment
     from ..client.limits import queued_text
     from ..client.waits import describe_waits
     from .error_view import print_error_part
@@ -155,6 +156,11 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(f"waits on  {line}")
     if not d["waitingOn"] and (idle := nothing_open(d["status"], parked=bool(d["parked"]))) is not None:
         print(f"waits on  {idle}" + (" (see parked above)" if d["parked"] else ""))
+    if d["status"] in UNFINISHED and (written := moment(d["updatedAt"])) is not None:
+        # Under what it waits on: how long nothing has moved (a stuck run's last write stays where it was). An
+        # ended run's is its end, said above.
+        ago = how_far((written - datetime.now(UTC)).total_seconds())
+        print(f"          last write {last_write(written)} UTC ({ago})")
     attributes = {key: value for key, value in d["attributes"].items()  # a parked mark and a pin are shown above
                   if key not in shown_above and (internal or not key.startswith(INTERNAL_PREFIX))}
     for key, value in sorted(attributes.items()):
@@ -211,6 +217,16 @@ def parked_lines(run_id: str, parked: dict[str, Any], pinned: str | None = None)
             f"          {ways_out(run_id, change, pinned)}{shows}")
 
 
+UNFINISHED = ("pending", "running")
+"""The statuses of a run that has not ended: what it waits on, and its last write, say something of it."""
+
+
+def last_write(updated_at: datetime) -> str:
+    """When a run last wrote (its record's ``updatedAt``: every event of its log moves it), in UTC to the second:
+    ``runs --waiting``'s ``LAST WRITE (UTC)`` column and ``describe``'s ``last write`` line, one text for both."""
+    return f"{updated_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
+
+
 def nothing_open(status: str, *, parked: bool) -> str | None:
     """What an unfinished run with nothing open in its log waits on (``describe``'s ``waits on`` line, ``runs
     --waiting``'s column), or None for an ended run: a parked run, code that replays it (a delivery would replay it
@@ -218,6 +234,6 @@ def nothing_open(status: str, *, parked: bool) -> str | None:
     wake RUN`` sends it now)."""
     if parked:
         return "code that replays its log"
-    if status in ("pending", "running"):
+    if status in UNFINISHED:
         return f"its {'first' if status == 'pending' else 'next'} delivery (nothing open in its log)"
     return None

@@ -19,7 +19,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
-from .describe import describe_command, nothing_open
+from .describe import describe_command, last_write, nothing_open
 from .errors import CliError, check_run_listing, parse_json, parse_json_file, read_input_file, usage
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
@@ -450,8 +450,7 @@ def _runs(args: argparse.Namespace) -> int:
                 rows = [(*row, queued_text(queued[run.run_id]) if run.run_id in queued else "")
                         for row, run in zip(rows, found, strict=True)]
             if args.waiting:  # last: what each waits on is the widest cell, and is never cut
-                rows = [(*row, f"{run.updated_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
-                         _waits_text(run, waits[run.run_id]))
+                rows = [(*row, last_write(run.updated_at), _waits_text(run, waits[run.run_id]))
                         for row, run in zip(rows, found, strict=True)]
                 print_table((*header, *WAITING_HEADER), rows)
                 return

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
 from .errors import CONFIG_HINT, CliError, usage
-from .exit_codes import OK, STOPPED
 from .output import check_config, import_modules
 
 if TYPE_CHECKING:
@@ -93,7 +92,12 @@ def _main(args: argparse.Namespace) -> int:
     args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
     _log_refusals()
     sigterm_as_ctrl_c()
-    return asyncio.run(_serve(args, auth))
+    asyncio.run(_serve(args, auth))
+    # Serving ends only when Ctrl-C or SIGTERM stops it (a port it cannot have is a CliError out of _serve). uvicorn
+    # took the signal, so the stop is answered here as the CLI answers every command's Ctrl-C: "stopped", exit 130
+    # (``cli.main``; ``ui`` ends so too), after _serve's line for the requests cut off, if any. It exited 0 when
+    # none was, so a script could not tell a stopped server from one that finished (tests/cli/test_server_stop.py).
+    raise KeyboardInterrupt
 
 
 def _log_refusals() -> None:
@@ -158,9 +162,9 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
             await world.close()
 
 
-async def _serve(args: argparse.Namespace, auth: Any) -> int:
-    """Serve until Ctrl-C (or SIGTERM): exit 0 once the requests under way ended within their grace, else one line
-    saying how many were cut off and ``STOPPED`` (``exit_codes``), as for any command a Ctrl-C cut short."""
+async def _serve(args: argparse.Namespace, auth: Any) -> None:
+    """Serve until Ctrl-C (or SIGTERM), then say in one line how many requests under way were cut off after their
+    grace, if any (the caller says ``stopped``: ``_main``)."""
     from .._http.app import create_app
     from .._http.listen import GRACEFUL_SECONDS, listening
     from .._http.loopback import LOOPBACK_HOSTS
@@ -189,5 +193,3 @@ async def _serve(args: argparse.Namespace, auth: Any) -> int:
             await running.wait()
     if said := running.cut_off.said("awsworld serve", "a 503"):
         print(said, file=sys.stderr, flush=True)
-        return STOPPED
-    return OK

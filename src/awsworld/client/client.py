@@ -20,6 +20,7 @@ from .._worker.run_control import (
     RunStarter,
     StartedRun,
     cancel_run,
+    hook_payload,
     resume_hook,
     wake_run,
 )
@@ -474,7 +475,7 @@ class Client:
                                   wait: float | None = None) -> HookResumed:
         """``resume_hook``, telling a first delivery from a repeat of its idempotency key."""
         try:
-            encoded = serde.dumps(payload)
+            encoded = hook_payload(self.world, token, payload)
         except serde.SerializationError as error:
             raise TypeError(f"the hook payload cannot be serialized: {error}") from None
         with self._resuming(token, wait):

@@ -105,6 +105,7 @@ class HttpWorld:
         self.schedules: ScheduleStore | None = None
         self.deployments: DeploymentStore | None = None
         self.limiters: LimiterStore | None = None  # (a limited start is refused: worker.limiter)
+        self.max_value_bytes: int | None = None  # the server's bound: it refuses a larger value
         self.runs = _Runs(self)
         self.steps = _Steps(self)
         self.events = _Events(self)

@@ -21,11 +21,11 @@ import datetime as dt
 import inspect
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from enum import Enum
 from functools import lru_cache
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -34,8 +34,8 @@ from pydantic import BaseModel
 from .class_paths import ClassPathError, import_class
 from .json_data import Call, JSONValue, SerializationError, as_call, is_tuple
 
-__all__ = ["MAX_DEPTH", "JSONValue", "RestoredError", "SerializationError", "dumps", "from_json_text", "loads",
-           "loads_call", "to_json_text"]
+__all__ = ["MAX_DEPTH", "Base64", "Items", "JSONPart", "JSONValue", "RestoredError", "SerializationError", "Whole",
+           "dumps", "from_json_text", "json_parts", "loads", "loads_call", "to_json_text"]
 
 TAG = "$t"
 # Nesting limit of the Python value. An envelope adds up to 3 JSON levels per level, and json (like our own
@@ -516,3 +516,168 @@ def loads_call(data: object) -> Call:
     """The arguments a serialized ``{"args": [...], "kwargs": {...}}`` holds (``None``: no arguments). Anything
     else raises ``SerializationError``, as a value that does not load does."""
     return as_call(loads(data) if data is not None else None)
+
+
+# --- a value's JSON in parts -------------------------------------------------------------------------------
+
+
+class Items(NamedTuple):
+    """A part of a value's JSON: the items of ``data`` (a list or a dict, as ``dumps`` makes it), without its
+    brackets."""
+
+    data: JSONValue
+
+
+class Whole(NamedTuple):
+    """A part of a value's JSON: the JSON of ``data``, which ``dumps`` made (a text: as it is, never copied)."""
+
+    data: JSONValue
+
+
+class Base64(NamedTuple):
+    """A part of a value's JSON: the base64 text of ``length`` bytes (``bytes`` in its envelope), not made."""
+
+    length: int
+
+
+JSONPart: TypeAlias = str | Items | Whole | Base64
+"""What ``json_parts`` yields; a ``str`` is JSON text itself (a bracket, a comma, a key, an envelope's head)."""
+
+_BATCH_ITEMS = 512
+"""How many small items of a list or a dict ``json_parts`` gives as one ``Items``: one ``dumps`` and one JSON
+text for them, each of them at most ``_SMALL_TEXT`` characters."""
+_SMALL_NODES = 32
+_SMALL_TEXT = 4096
+"""An item is small (dumped with its neighbours, not taken apart) when it has at most ``_SMALL_NODES`` nodes and
+``_SMALL_TEXT`` characters of strings, bytes and keys."""
+
+
+def _small(value: Any) -> bool:
+    """Whether ``value`` is small (``_SMALL_NODES``, ``_SMALL_TEXT``): a look at a few nodes at most."""
+    pending: list[Any] = [value]
+    nodes = 0
+    text = 0
+    while pending:
+        node = pending.pop()
+        t: type[object] = _type_of(node)
+        nodes += 1
+        if t is str or t is bytes or t is bytearray:
+            text += len(node)
+        elif t is dict:
+            text += sum(len(key) for key in node if type(key) is str)
+            pending.extend(node.values())
+        elif t is list or t is tuple:
+            pending.extend(node)
+        if nodes > _SMALL_NODES or text > _SMALL_TEXT:
+            return False
+    return True
+
+
+def _dumped(value: Any, depth: int) -> JSONValue:
+    """``dumps(value)`` for a value ``depth`` levels inside the one ``json_parts`` takes apart (its nesting limit
+    counts from there)."""
+    if depth == 0:
+        return dumps(value)
+    try:
+        try:
+            return _plain(value, depth)
+        except (_NotPlain, RecursionError):
+            return _Dumper().dump(value, depth)
+    except _Failure as exc:
+        raise exc.error() from exc.__cause__
+    except RecursionError:
+        raise SerializationError("value", "nested too deeply to serialize") from None
+
+
+def json_parts(value: object, *, data: bool = False) -> Iterator[JSONPart]:
+    """``to_json_text(value)`` in parts, each made only when it is asked for and none of them large unless a
+    single item is: the JSON of the parts, one after the other (a ``str`` as it is, an ``Items`` without its
+    brackets, a ``Base64``'s text of its length), is the value's JSON. A list, a tuple or a dict of str keys is
+    taken apart (its small items dumped ``_BATCH_ITEMS`` at a time), a ``str`` is given as it is, ``bytes`` as
+    the length of its base64; anything else is dumped whole. What sizes a value before it is copied
+    (``world.limits.dumped_size_over``) reads it so: the value's JSON is never held. Raises what ``dumps``
+    raises, as it reaches the part that raises it.
+
+    ``data``: ``value`` is JSON data already (what ``dumps`` made; a queue payload), and its parts are of its own
+    JSON as JSON's encoder writes it: nothing is dumped, a ``"$t"`` key is no envelope, a tuple is a list; what
+    is not JSON (``bytes``, a cycle) is a ``Whole`` for the encoder to refuse."""
+    return _Parts(data).parts(value, 0)
+
+
+class _Parts:
+    """``json_parts``' walk: the containers it is inside (a cycle is dumped whole, for ``dumps`` to refuse)."""
+
+    def __init__(self, data: bool) -> None:
+        self.active: set[int] = set()
+        self.data = data
+
+    def whole(self, value: Any, depth: int) -> JSONValue:
+        return value if self.data else _dumped(value, depth)
+
+    def parts(self, value: Any, depth: int) -> Iterator[JSONPart]:
+        t: type[object] = _type_of(value)
+        if t is str:
+            yield Whole(value)
+            return
+        if (t is bytes or t is bytearray) and not self.data:
+            yield f'{{"{TAG}":"{t.__name__}","v":"'
+            yield Base64(len(value))
+            yield '"}'
+            return
+        taken_apart = (t is list or t is tuple or (t is dict and all(type(key) is str for key in value)))
+        if not taken_apart or depth >= MAX_DEPTH or id(value) in self.active:
+            yield Whole(self.whole(value, depth))
+            return
+        self.active.add(id(value))
+        try:
+            envelope = None if self.data else "dict" if t is dict and TAG in value else "tuple" if t is tuple \
+                else None
+            if envelope is not None:
+                yield f'{{"{TAG}":"{envelope}","v":'
+            yield from self.mapping(value, depth) if t is dict else self.sequence(value, depth)
+            if envelope is not None:
+                yield "}"
+        finally:
+            self.active.discard(id(value))
+
+    def sequence(self, value: list[Any] | tuple[Any, ...], depth: int) -> Iterator[JSONPart]:
+        """A list's JSON (a tuple's in its envelope) at ``depth``."""
+        return self.entries(((None, item) for item in value), depth, "[]")
+
+    def mapping(self, value: dict[str, Any], depth: int) -> Iterator[JSONPart]:
+        """A dict's JSON at ``depth`` (its keys are str)."""
+        return self.entries(iter(value.items()), depth, "{}")
+
+    def entries(self, entries: Iterator[tuple[str | None, Any]], depth: int, brackets: str) -> Iterator[JSONPart]:
+        """The JSON of a list's items (``key`` None) or a dict's, in ``brackets``: runs of small items as
+        ``Items``, any other item taken apart; a dict's key ``"$t"`` alone (a run holding it would be escaped as
+        a dict of its own)."""
+        yield brackets[0]
+        comma = ""
+        batch: list[tuple[str | None, Any]] = []
+        for key, item in entries:
+            small = key != TAG and _small(item)
+            if small:
+                batch.append((key, item))
+                if len(batch) < _BATCH_ITEMS:
+                    continue
+            if batch:
+                yield comma
+                yield Items(self.whole(self.run_of(batch, brackets), depth))
+                comma, batch = ",", []
+            if small:
+                continue
+            yield comma if key is None else comma + json.dumps(key, ensure_ascii=False) + ":"
+            yield from self.parts(item, depth + 1)
+            comma = ","
+        if batch:
+            yield comma
+            yield Items(self.whole(self.run_of(batch, brackets), depth))
+        yield brackets[1]
+
+    @staticmethod
+    def run_of(batch: list[tuple[str | None, Any]], brackets: str) -> list[Any] | dict[str, Any]:
+        """A run of small items as the list or the dict they are items of."""
+        if brackets == "[]":
+            return [item for _, item in batch]
+        return {str(key): item for key, item in batch}

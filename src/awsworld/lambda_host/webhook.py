@@ -1,10 +1,11 @@
 """The webhook route: a Lambda Function URL (payload format 2.0) that resumes a webhook's run.
 
 ``POST /webhooks/<token>`` (or PUT, PATCH, GET, DELETE: whatever a sender uses) delivers the request to the
-hook holding ``<token>`` as ``{"method", "headers", "body", "query"}`` and wakes the run. ``POST
-/webhooks/<token>/heartbeat`` is a heartbeat instead (``create_webhook(heartbeat_timeout=...)``): the body is
-ignored, nothing is woken, and it is answered 202 ``heartbeat`` or refused as a request would be (404, 410);
-another method is answered 405. A resume counts as a heartbeat too.
+hook holding ``<token>`` as a ``WebhookRequest``, ``{"method", "headers", "body", "query"}``
+(``authoring/webhook_requests.py``), and wakes the run. ``POST /webhooks/<token>/heartbeat`` is a heartbeat
+instead (``create_webhook(heartbeat_timeout=...)``): the body is ignored, nothing is woken, and it is answered
+202 ``heartbeat`` or refused as a request would be (404, 410); another method is answered 405. A resume counts
+as a heartbeat too.
 
 ====== ===========================================================================================
 202    recorded, and the run will wake: ``accepted``, or ``already-received`` for a repeat of a request
@@ -53,9 +54,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 from urllib.parse import unquote
 
+from ..authoring.webhook_requests import RespondTo, WebhookRequest
 from ..authoring.webhook_responses import (
     MANUAL,
-    RESPOND_TO_FIELD,
     InvalidWebhookResponseError,
     WebhookResponse,
     recorded_respond_with,
@@ -126,7 +127,10 @@ def _sent(response: WebhookResponse) -> Response:
 
 
 @dataclass(frozen=True)
-class WebhookRequest:
+class RouteRequest:
+    """A request to the route, parsed: the webhook's ``token``, whether it is a heartbeat, and the request the run
+    receives (``payload()``)."""
+
     token: str
     method: str
     headers: dict[str, str]
@@ -134,8 +138,10 @@ class WebhookRequest:
     query: dict[str, str]
     heartbeat: bool = False  # ``POST /webhooks/<token>/heartbeat``
 
-    def payload(self) -> dict[str, Any]:
-        return {"method": self.method, "headers": self.headers, "body": self.body, "query": self.query}
+    def payload(self) -> WebhookRequest:
+        """What the webhook's run receives (``create_webhook()``'s payload): its one shape, which the workflow's
+        type checker sees too."""
+        return WebhookRequest(method=self.method, headers=self.headers, body=self.body, query=self.query)
 
     def resume_id(self) -> tuple[str, str]:
         """(source, resume id): the sender's idempotency header, else a digest of the request itself, so a
@@ -218,7 +224,7 @@ def _decode_body(event: Mapping[str, Any], headers: dict[str, str]) -> str | byt
     return data
 
 
-def parse(event: Any) -> WebhookRequest | Response:
+def parse(event: Any) -> RouteRequest | Response:
     """The request a Function URL event describes, or the response that refuses it. Never raises: whatever
     the event holds, the answer is a status (400 for a shape Lambda does not send)."""
     try:
@@ -230,7 +236,7 @@ def parse(event: Any) -> WebhookRequest | Response:
         return _reply(400, "bad-request", "the request is malformed")
 
 
-def _parse(event: Any) -> WebhookRequest | Response:
+def _parse(event: Any) -> RouteRequest | Response:
     event = _object(event, "the event")
     http = _object(_object(event.get("requestContext"), "requestContext").get("http"), "requestContext.http")
     method = _text(http.get("method") or "", "requestContext.http.method").upper()
@@ -250,7 +256,7 @@ def _parse(event: Any) -> WebhookRequest | Response:
     if isinstance(body, Response):
         return body
     query = _strings(event.get("queryStringParameters"), "queryStringParameters")
-    return WebhookRequest(token, method, headers, body, query, heartbeat)
+    return RouteRequest(token, method, headers, body, query, heartbeat)
 
 
 class RouteHost(Protocol):
@@ -264,7 +270,7 @@ class RouteHost(Protocol):
     def client(self) -> Client: ...
 
 
-async def resume(container: RouteHost, request: WebhookRequest, answer_within: float | None = None) -> Response:
+async def resume(container: RouteHost, request: RouteRequest, answer_within: float | None = None) -> Response:
     """Deliver ``request`` to its webhook's run and answer as the webhook says (``respond_with``). A manual
     webhook's answer is awaited for ``answer_within`` seconds (default ``AWSWORLD_WEBHOOK_RESPONSE_SECONDS``)."""
     world = container.world
@@ -299,7 +305,7 @@ async def resume(container: RouteHost, request: WebhookRequest, answer_within: f
         payload = request.payload()
         stream = response_stream(hook_id, resume_id)
         if answer == MANUAL:
-            payload[RESPOND_TO_FIELD] = {"runId": run_id, "stream": stream}
+            payload["respondTo"] = RespondTo(runId=run_id, stream=stream)
         outcome = await container.client.resume_hook_outcome(request.token, payload, idempotency_key=resume_id)
     except HookClosedError:  # the token's run ended and closed its hooks (before HookNotFoundError: it is one)
         return _reply(410, "gone", "the webhook's run has finished")
@@ -382,7 +388,7 @@ async def _respond(container: Container, event: Any, answer_within: float | None
     """Parse, resume, count and log one request. Runs as its own task, so the log keys it appends (run id,
     token fingerprint) end with it."""
     request = parse(event)
-    if isinstance(request, WebhookRequest):
+    if isinstance(request, RouteRequest):
         logger.thread_safe_append_keys(token=token_fingerprint(request.token), method=request.method)
         try:
             response = await resume(container, request, answer_within)

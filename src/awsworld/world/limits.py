@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from ..durable import serde
+from ..durable.json_data import SerializationError
 from ..settings import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES  # re-exported
 from ..settings import SETTINGS, Settings
 from .errors import InvalidInputError, PayloadTooLargeError
@@ -94,10 +96,6 @@ def text_size_over(text: str, max_bytes: int, errors: str = "strict") -> int | N
     size = utf8_size(text, errors)
     return size if size > max_bytes else None
 
-_FEW_NODES = 16
-"""How many nodes (containers, strings, scalars; a dict's keys aside) a value may have for ``json_size_over`` to
-size it before its JSON is made: a value too large with so few holds a large string (a text, a file's bytes in
-base64), alone or in an envelope."""
 _ESCAPED = re.compile(r'[\x00-\x1f\\"]')
 """The characters compact JSON (``ensure_ascii=False``) writes escaped: those of ``json.encoder.ESCAPE``."""
 
@@ -112,76 +110,102 @@ def _string_size(text: str) -> int:
                    for at in range(0, len(text), _SIZE_SLICE))
 
 
-def _holds_a_long_string(value: object, least: int) -> bool:
-    """Whether a string of more than ``least`` characters is among ``value``'s first ``_FEW_NODES`` nodes: what
-    ``json_size_over`` asks first, as it is cheap (for ``{"args": [1], "kwargs": {}}`` some 450 ns, a sixth of
-    what its ``encode_value`` costs); sizing the nodes costs as much as their JSON."""
-    if type(value) is str:
-        return len(value) > least
-    if type(value) is not dict and type(value) is not list:  # (a step's result is often a number)
-        return False
-    pending: list[object] = [value]
-    seen = 0
-    while pending:
-        node = pending.pop()
-        if type(node) is str:
-            if len(node) > least:
-                return True
-        elif type(node) is dict or type(node) is list:
-            container = cast("dict[object, object] | list[object]", node)
-            seen += len(container)
-            if seen > _FEW_NODES:
-                return False
-            pending.extend(container.values() if isinstance(container, dict) else container)
-    return False
+_type_of: Callable[[object], type[object]] = type
+"""``type``, for ``_rough_size``'s values (``Any``: a checker sees the class of one as unknown), without
+``cast``'s call."""
+_SAMPLES = 3
+"""How many items of a container ``_rough_size`` looks at: its first, middle and last."""
+_ROUGH_NODES = 32
+"""How many containers ``_rough_size`` looks into, at most: a value's cost when it is small."""
+
+
+def _rough_size(value: Any, budget: list[int]) -> int:
+    """A guess at the size of ``value``'s JSON from a few of its nodes (``_ROUGH_NODES`` containers at most, each
+    as long as its largest of ``_SAMPLES`` items: first, middle, last): what tells a value that may be over a
+    bound from one that is not without a pass over it. Never relied on for a refusal (``_size_over`` measures);
+    a value it misjudges as small (a dataclass, say, counts as a few bytes) costs what it did before, its copy
+    and its JSON text before the World refuses it. A number, the usual step result, is a type check."""
+    kind = _type_of(value)
+    if kind is str or kind is bytes or kind is bytearray:
+        return len(value) * 4 // 3 if kind is not str else len(value)
+    if kind is not list and kind is not tuple and kind is not dict:
+        return 8
+    length = len(value)
+    if length == 0 or budget[0] <= 0:
+        return 2 * length
+    budget[0] -= 1
+    if kind is dict:
+        keys = value if length <= _SAMPLES else (next(iter(value)), next(reversed(value)))
+        items = [value[key] for key in keys]
+        largest = max(len(key) if type(key) is str else 8 for key in keys) + 3
+    else:
+        items = value if length <= _SAMPLES else (value[0], value[length // 2], value[-1])
+        largest = 0
+    most = 0
+    for item in items:
+        part = _type_of(item)
+        size = len(item) if part is str else (
+            _rough_size(item, budget) if part is list or part is dict or part is tuple or part is bytes
+            or part is bytearray else 8)
+        most = size if size > most else most
+    return length * (largest + most + 1)
+
+
+def _part_size(part: serde.JSONPart) -> int:
+    """The UTF-8 bytes of one part of a value's JSON (``serde.json_parts``): a text's without its JSON copy
+    (``_string_size``), a base64 text's from its length, anything else its compact JSON's."""
+    if isinstance(part, str):
+        return utf8_size(part)
+    if isinstance(part, serde.Base64):
+        return 4 * ((part.length + 2) // 3)
+    if isinstance(part, serde.Whole) and type(part.data) is str:
+        return _string_size(part.data)
+    size = utf8_size(_STRICT.encode(part.data))
+    return size - 2 if isinstance(part, serde.Items) else size
 
 
 def json_size_over(value: Any, max_bytes: int) -> int | None:
-    """The size of ``value``'s compact JSON when it is over ``max_bytes`` and has at most ``_FEW_NODES`` nodes,
-    found without making the JSON: a container holding a large string (a workflow's arguments, ``{"args":
-    [text], ...}``; ``bytes`` in its envelope) is refused at the cost of the value alone, where JSON's encoder
-    would hold the string's escaped copy and the text it joins it into. None otherwise (more nodes, within the
-    bound, or anything ``value_json`` refuses or must decide: it does). A value within the bound costs only a
-    look for a long string first (``_holds_a_long_string``): the strings of a value of so few nodes (and as many
-    keys) are over the bound together only if one of them is longer than a ``2 * _FEW_NODES``-th of it."""
-    if not _holds_a_long_string(value, max_bytes // (2 * _FEW_NODES)):
-        return None
-    nodes: list[object] = [value]
-    strings: list[str] = []
-    scalars: list[object] = []
-    separators = 0
-    at = 0
-    while at < len(nodes):
-        node = nodes[at]
-        at += 1
-        if type(node) is str:
-            strings.append(node)
-        elif type(node) is dict or type(node) is list:
-            container = cast("dict[object, object] | list[object]", node)
-            if len(nodes) + len(container) > _FEW_NODES:
-                return None
-            # its brackets, a comma before each item but the first, and for a dict a colon after each key
-            separators += 2 + max(len(container) - 1, 0)
-            if isinstance(container, dict):
-                keys = [key for key in container if type(key) is str]
-                if len(keys) < len(container):
-                    return None
-                strings.extend(keys)
-                separators += len(container)
-                nodes.extend(container.values())
-            else:
-                nodes.extend(container)
-        else:
-            scalars.append(node)
-    if sum(map(len, strings)) <= max_bytes:  # at least one byte a character: not over, or not by its strings
+    """The size of JSON data's compact JSON (a value as a World is given it, a queue payload) when it is over
+    ``max_bytes``, else None, found without making that JSON: measured a part at a time (``serde.json_parts``),
+    a text without a copy (``_string_size``), so a value over the bound costs itself and a part, where JSON's
+    encoder would hold its text and the chunks it joins it from. A value that looks small (``_rough_size``)
+    costs a look at a few of its nodes; None too for anything ``value_json`` refuses or must decide (a lone
+    surrogate): it does."""
+    return _size_over(value, max_bytes, data=True)
+
+
+def dumped_size_over(value: object, max_bytes: int) -> int | None:
+    """``json_size_over`` for a user's value, before ``serde.dumps`` copies it: the size of the JSON it is stored
+    as (its envelopes, bytes as base64, its ``"$t"`` keys escaped). A records list's copy was 3.4 times its JSON,
+    the JSON once more: a value of many parts over the bound cost 8-9 times its size before its refusal
+    (``bench/oversized_values.py``), an out-of-memory kill on a Lambda of 1 GB where the typed error was due.
+    None for a value ``dumps`` refuses: its ``dumps`` and the World decide, as before."""
+    return _size_over(value, max_bytes, data=False)
+
+
+def _size_over(value: object, max_bytes: int, *, data: bool) -> int | None:
+    """The size of ``value``'s JSON (``data``: as JSON data; else as ``serde.dumps`` stores it) when over
+    ``max_bytes``, measured a part at a time when ``_rough_size`` says it may be over a quarter of the bound."""
+    if _rough_size(value, [_ROUGH_NODES]) <= max_bytes // 4:
         return None
     try:
-        size = (separators + sum(len(_STRICT.encode(scalar)) for scalar in scalars)
-                + sum(_string_size(string) for string in strings))
-    except (TypeError, ValueError, RecursionError):  # (UnicodeEncodeError too) value_json decides: it refuses
-        # the value, or escapes a lone surrogate
+        size = sum(_part_size(part) for part in serde.json_parts(value, data=data))
+    except (SerializationError, TypeError, ValueError, RecursionError):  # (UnicodeEncodeError is a ValueError)
         return None
     return size if size > max_bytes else None
+
+
+def oversized(value: object, field: str, max_bytes: int | None) -> PayloadTooLargeError | None:
+    """The ``PayloadTooLargeError`` naming ``field`` that the World would raise (``encode_value``) when the JSON
+    ``value`` is stored as is over ``max_bytes`` (None: no bound known here, ``World.max_value_bytes``), else
+    None: asked with a user's value before it is dumped (``dumped_size_over``), where the World asks only once
+    it holds the dumped copy. Returned, not raised, for the writer to raise where its refusals are named."""
+    kind = type(value)
+    if max_bytes is None or kind is int or kind is float or kind is bool or value is None:
+        return None  # (a step's result is often a number: ``bench/testing.py --instructions``)
+    if (size := dumped_size_over(value, max_bytes)) is not None:
+        return _too_large(field, size, max_bytes)
+    return None
 
 
 def _too_large(field: str, size: int, max_bytes: int) -> PayloadTooLargeError:
@@ -196,8 +220,8 @@ def _escaped_json(value: Any) -> str:
 
 
 def looks_first(event_type: str) -> bool:
-    """Whether a value of ``event_type`` is looked at for a long string before its JSON is made
-    (``encode_value``'s ``look``): every value but a step's input, which every step call carries: the look
+    """Whether a value of ``event_type`` is looked at (``json_size_over``) before its JSON is made
+    (``encode_value``'s ``look``): every value but a step's input, which every step call carries: a look
     costs about 0.5 us a value, 0.6% of a serial step's instructions in ``bench/testing.py --instructions``.
     A step's input over the bound is refused in the workflow all the same, at the cost of its JSON text."""
     return event_type != "step_created"
@@ -212,10 +236,11 @@ def encode_value(value: Any, field: str, max_bytes: int | None, *, look: bool = 
     (more than a quarter of the bound in characters, as a character is at most 4 bytes of UTF-8) is sized
     before its bytes are made (``utf8_size``), and every text is let go before the raise, since a traceback
     keeps this frame alive while its caller handles the error (a step's refused result is recorded as the
-    step's failure from within the handler: ``_worker/step_runner.py``). Before that, with ``look``, a value of
-    a few nodes over the bound is sized without its JSON (``json_size_over``): it costs itself alone. A value
-    within a quarter of the bound costs what it always did, one encode and one ``len``, and that look.
-    ``bench/oversized_values.py`` measures it."""
+    step's failure from within the handler: ``_worker/step_runner.py``). Before that, with ``look``, a value
+    that may be over the bound is sized a part at a time without its JSON (``json_size_over``): it costs itself
+    and a part. A value that looks small costs what it always did, one encode and one ``len``, and that look.
+    ``bench/oversized_values.py`` measures it. (A user's value is asked so before it is dumped, by its writer:
+    ``oversized``.)"""
     if look and max_bytes is not None and (size := json_size_over(value, max_bytes)) is not None:
         raise _too_large(field, size, max_bytes)
     text = value_json(value, field)

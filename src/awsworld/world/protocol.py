@@ -150,7 +150,8 @@ class World(Storage, QueueAPI, Protocol):
     "now", so both must be one clock), ``watch`` (the watchdog's index, ``world/watch.py``), ``schedules``
     (the schedule store the tick fires, ``world/schedules.py``), ``published`` (the workflow names the queue's
     consumers publish, ``world/published.py``), ``deployments`` (the code's deployments, ``world/deployments.py``)
-    and ``limiters`` (the pools and waiters of limits across runs, ``world/limiters.py``).
+    and ``limiters`` (the pools and waiters of limits across runs, ``world/limiters.py``), and ``max_value_bytes``
+    (the largest value it takes, when known here).
     A World without one of these says so with None (``HttpWorld``, a client's view of a World served over
     HTTP, has no watch index, schedules, deployments or limits): then there is no watchdog, ``client.schedules`` is
     refused, a start is never refused for its name, no deployment is registered or retired, and a limited start
@@ -182,5 +183,12 @@ class World(Storage, QueueAPI, Protocol):
 
     @property
     def limiters(self) -> LimiterStore | None: ...
+
+    @property
+    def max_value_bytes(self) -> int | None:
+        """The largest value this World takes (``world/limits.py``), or None when it is not known in this process
+        (``HttpWorld``: the server's). A writer that knows it refuses a larger value before it copies it
+        (``limits.oversized``); the World refuses it all the same."""
+        ...
 
     async def close(self) -> None: ...

@@ -126,9 +126,9 @@ def payload_json(payload: Any, max_bytes: int) -> str:
 
 
 def check_payload_size(payload: Any, max_bytes: int) -> None:
-    """Refuse a queue payload over ``max_bytes`` whose size is known before its JSON is made: a few values
-    holding a large string (``limits.json_size_over``), refused at the cost of the payload alone. A World
-    that makes the message's JSON first (the AWS World's envelope) checks this before it."""
+    """Refuse a queue payload over ``max_bytes`` before its JSON is made (``limits.json_size_over``: measured a
+    part at a time when it may be over), at the cost of the payload and a part. A World that makes the
+    message's JSON first (the AWS World's envelope) checks this before it."""
     if (size := json_size_over(payload, max_bytes)) is not None:
         raise _payload_too_large(size, max_bytes)
 
