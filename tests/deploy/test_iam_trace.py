@@ -1,9 +1,10 @@
-"""IAM from the calls the handlers really make: run the deploy workloads through the flow and webhook handlers,
-each on its own container (as each function is deployed), record every AWS request each container's clients
-make and the resource it names, map each to the IAM action that authorizes it, and compare with that
-function's role in ``template.yaml``. The same for the ``ClientPolicy`` managed policy (the stack's
-``ClientPolicyArn``): a client of its own (a web app's process) starts, reads, resumes, fails and cancels runs,
-and the policy must grant exactly what it calls. And for ``OperatorPolicy`` (``OperatorPolicyArn``): the
+"""IAM from the calls the handlers really make: run the deploy workloads through the flow and webhook handlers, each on
+its own container (as each function is deployed), and the World server's callers (``HttpClient``, a plain HTTP
+service, the TypeScript runtime) through ``serve.handler`` behind its Function URL (``FunctionUrl``), record every
+AWS request each function's clients make and the resource it names, map each to the IAM action that authorizes it,
+and compare with that function's role in ``template.yaml``. The same for the ``ClientPolicy`` managed policy (the
+stack's ``ClientPolicyArn``): a client of its own (a web app's process) starts, reads, resumes, fails and cancels
+runs, and the policy must grant exactly what it calls. And for ``OperatorPolicy`` (``OperatorPolicyArn``): the
 ``awsworld`` commands an operator runs (``dlq`` and its redrive, ``limits``, ``schedules``, ``deployments`` and
 ``upgrade``, ``wake``, ``skip``, ``fail``, the reads, starts, hooks and cancels) run in this process through
 ``awsworld.cli.main``, every World they open traced into one ``Trace``, and the UI's API on a traced World too.
@@ -17,6 +18,7 @@ it: grant it in ``template.yaml`` (or, if it truly cannot be reached in a test, 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import fnmatch
 import io
@@ -26,10 +28,12 @@ import time
 import zipfile
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 from botocore.exceptions import ClientError
 
@@ -41,6 +45,7 @@ from awsworld.aws import AWSWorld
 from awsworld.aws.config import AWSConfig
 from awsworld.aws.encryption.run_keys import TABLE_CONTEXT_KEY
 from awsworld.cli import main as awsworld_cli
+from awsworld.client.http_world import HttpWorld
 from awsworld.lambda_host import flow, webhook
 from awsworld.lambda_host import observability as obs
 from awsworld.lambda_host.container import Container
@@ -48,9 +53,11 @@ from awsworld.local import LocalAWS, MotoServer
 from awsworld.world.deployments import Deployment
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
+from awsworld.world.ids import new_ulid
 from awsworld.world.messages import FlowMessage, queue_name_for
 
 from . import app
+from .conftest import load_entry_point
 from .lambda_env import EventSourceMapping, LambdaContext
 from .test_template import (
     IN_A_VPC,
@@ -64,7 +71,15 @@ from .test_webhook_handler import url_event, wait_for_hook
 
 KIB = 1024
 Grant = tuple[str, str]  # (IAM action, resource kind: "table", "index/<name>", "FlowQueue", "runs/*", ...)
-ROLES = ["FlowFunctionRole", "WebhookFunctionRole", "ClientPolicy", "OperatorPolicy"]
+ROLES = ["FlowFunctionRole", "WebhookFunctionRole", "WorldServerFunctionRole", "ClientPolicy", "OperatorPolicy"]
+
+LAMBDA_USES_THE_ROLE: dict[Grant, str] = {
+    ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
+    ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
+    ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+    ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+}
+"""What Lambda itself does with each function's role: write its log group, send its traces."""
 
 # Grants the role needs although the handler's code never makes that call. Each says why; the test fails if an
 # entry is no longer granted (a stale line here), so this list only ever holds what the template still grants.
@@ -75,18 +90,16 @@ NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
         ("sqs:DeleteMessage", "FlowQueue"): "the event source mapping deletes the records not reported as failed",
         ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key with AccessDenied, "
                                      "not NoSuchKey, which the code handles (a gone queue payload is dead-lettered)",
-        ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
-        ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
-        ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
-        ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+        **LAMBDA_USES_THE_ROLE,
         **{(action, "*"): "Lambda makes the function's network interfaces with the role (only in a VPC: SubnetIds)"
            for action in NETWORK_INTERFACE_ACTIONS},
     },
-    "WebhookFunctionRole": {
-        ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
-        ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
-        ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
-        ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+    "WebhookFunctionRole": LAMBDA_USES_THE_ROLE,
+    "WorldServerFunctionRole": {
+        ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
+                                     "run expired) with AccessDenied, and the server would answer a missing "
+                                     "value as a missing permission",
+        **LAMBDA_USES_THE_ROLE,
     },
     "ClientPolicy": {
         ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
@@ -106,6 +119,9 @@ SWITCHED_ON_BY: dict[str, tuple[dict[str, str], set[Grant]]] = {
     "EnableTracing": ({"EnableTracing": "true"}, {("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*")}),
     "a VPC": (IN_A_VPC, {(action, "*") for action in NETWORK_INTERFACE_ACTIONS}),
 }
+
+# The roles the template holds only when a parameter asks for their function.
+ROLE_EXISTS_WITH = {"WorldServerFunctionRole": {"WorldServer": "true"}}
 
 # Operations whose IAM action is named differently, or that are authorized per item (a transaction needs the
 # per-item action of each of its operations; there is no dynamodb:TransactWriteItems permission).
@@ -335,6 +351,26 @@ async def webhook_function(lambda_environment: dict[str, str]) -> AsyncIterator[
         yield function
 
 
+@pytest.fixture(scope="module")
+async def world_server(lambda_environment: dict[str, str]) -> AsyncIterator[tuple[httpx.AsyncClient, FunctionUrl,
+                                                                               Trace]]:
+    """The World server's function (``handlers/serve.py``), its Worlds traced; an HTTP client of its URL."""
+    from awsworld.lambda_host import serve
+
+    trace = Trace(AWSWorld(AWSConfig.from_env()))  # (its stats: the counts of what the server's Worlds sent)
+    opened = traced_world(trace)
+    url = FunctionUrl(load_entry_point("serve").handler)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(serve, "AWSWorld", opened)
+        patch.setattr(serve, "_handler", None)  # (a cold start: built on the first request)
+        try:
+            async with httpx.AsyncClient(transport=url, base_url=WORLD_SERVER_URL) as http:
+                yield http, url, trace
+        finally:
+            url.close_worlds(opened.opened)
+            await trace.world.close()
+
+
 def done(run: Any) -> Callable[[], Any]:
     async def check() -> bool:
         return await run.status() in TERMINAL_RUN_STATUSES
@@ -519,17 +555,27 @@ async def run_client_workload(local: LocalAWS, client: Client, flow_fn: Function
     await esm.run_until(done(client.get_run(triggered.run_id)), timeout=60)
 
 
-def operator_world(trace: Trace) -> type[AWSWorld]:
-    """``AWSWorld`` as the CLI opens it (``cli.output.remote``, ``cli.dlq``): every World a command opens records its
-    requests in ``trace`` and counts them in ``trace.world``'s stats."""
+class TracedWorld(AWSWorld):
+    """An ``AWSWorld`` whose requests are recorded in a ``Trace`` (``traced_world``)."""
 
-    class OperatorWorld(AWSWorld):
+    opened: list[AWSWorld]
+
+
+def traced_world(trace: Trace) -> type[TracedWorld]:
+    """``AWSWorld`` as the code under test opens it (the CLI: ``cli.output.remote``, ``cli.dlq``; the World server:
+    ``lambda_host/serve.py``): every World it opens records its requests in ``trace``, counts them in
+    ``trace.world``'s stats, and is kept in ``opened`` (to be closed on the loop it ran on)."""
+
+    class Traced(TracedWorld):
+        opened = []
+
         def __init__(self, config: AWSConfig | None = None) -> None:
             super().__init__(config)
             self.clients.stats = trace.world.clients.stats
             self.clients.register_handler("before-parameter-build", trace.record)
+            self.opened.append(self)
 
-    return OperatorWorld
+    return Traced
 
 
 async def operator(*argv: str, code: int = 0) -> str:
@@ -716,12 +762,155 @@ async def _has_sleep(world: AWSWorld, run_id: str) -> bool:
     return any(event.event_type == "wait_created" for event in (await world.events.list(run_id)).data)
 
 
+WORLD_SERVER_URL = "https://abcdefghij.lambda-url.us-east-1.on.aws"
+"""The World server's Function URL as its callers name it (the requests never leave this process)."""
+
+
+class FunctionUrl(httpx.AsyncBaseTransport):
+    """The World server behind its Function URL: each request becomes the event Lambda delivers to ``serve.handler``
+    (``handlers/serve.py``: Mangum, the app, an ``AWSWorld`` from the environment), invoked on one thread that keeps
+    its event loop between invocations, as an execution environment does; its answer is the URL's (``BUFFERED``).
+    IAM's check of the caller (SigV4, ``lambda:InvokeFunctionUrl``) is AWS's, before the function runs."""
+
+    def __init__(self, handler: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
+        self.handler = handler
+        self.environment = ThreadPoolExecutor(max_workers=1, thread_name_prefix="world-server")
+        self.requests: list[tuple[str, str]] = []
+        """(method, path) of every request the function was invoked with."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        kind = request.headers.get("content-type", "application/json")
+        event = url_event(request.method, request.url.path, (body.decode() if kind == "application/json" else body)
+                          if body else None, content_type=kind,
+                          headers={k: v for k, v in request.headers.items() if k not in ("host", "content-type")})
+        event["rawPath"] = request.url.raw_path.split(b"?")[0].decode()
+        event["rawQueryString"] = request.url.query.decode()
+        self.requests.append((request.method, request.url.path))
+        answer = await asyncio.get_running_loop().run_in_executor(
+            self.environment, self.handler, event, LambdaContext(120_000, "awsworld-trace-world-server"))
+        content = answer.get("body") or ""
+        return httpx.Response(answer["statusCode"], headers=answer.get("headers"),
+                              content=base64.b64decode(content) if answer.get("isBase64Encoded") else content.encode())
+
+    def close_worlds(self, worlds: list[AWSWorld]) -> None:
+        """Close the Worlds the server opened, on its loop, and end its thread."""
+
+        def close() -> None:
+            loop = asyncio.get_event_loop()
+            for world in worlds:
+                loop.run_until_complete(world.close())
+            loop.close()
+
+        self.environment.submit(close).result()
+        self.environment.shutdown()
+
+
+def _bytes(data: bytes) -> dict[str, str]:
+    """A value as the TypeScript runtime sends it: its serialized bytes, tagged."""
+    return {"__type": "Uint8Array", "data": base64.b64encode(data).decode()}
+
+
+async def run_world_server_workload(local: LocalAWS, http: httpx.AsyncClient, flow_fn: Function) -> None:
+    """What the World server's callers do, through ``serve.handler`` behind its Function URL: every route of its table
+    (``_http/app.py``). ``HttpClient`` (a ``Client`` on ``HttpWorld``) starts Python runs, which the flow function
+    runs (a large input, stored in S3 under a new data key; the same start again with its run id), waits for them
+    and reads them (the run, its steps, events and stream, the listings by workflow and by status, a child run the
+    flow function created), resumes a hook with a large payload, fails one and cancels a run; a plain HTTP service
+    uses the ``/v1/client`` endpoints. The TypeScript runtime (``packages/world-awsworld``) keeps its runs in the
+    server: it creates one with a large input, records its events (a step with a large input and result, a hook, a
+    wait, attributes, a batch), writes, closes and reads a stream, reads the run's steps, hooks and events by every
+    key, queues a message for its app (``deliverTo``) and completes the run. Payloads are encrypted."""
+    server = HttpWorld(WORLD_SERVER_URL, http=http)
+    client = Client(server)
+    esm = EventSourceMapping(local.world, flow_fn.invoke)
+    assert (await http.get("/v1/info")).status_code == 200
+    deployment = await server.get_deployment_id()
+    assert await server.published.read() is not None
+
+    # HttpClient: Python runs.
+    blob = "h" * (20 * KIB)
+    big = await client.options(run_id=f"trace-server-{secrets.token_hex(6)}").start(streams_and_large_values, blob)
+    assert (await client.options(run_id=big.run_id).start(streams_and_large_values, blob)).run_id == big.run_id
+    tokens = [f"trace-server-{purpose}-{secrets.token_hex(6)}"
+              for purpose in ("resume", "fail", "cancel", "end", "plain")]
+    hooked = [await client.start(app.plain_hook, token) for token in tokens[:4]]
+    started = await http.post("/v1/client/start", json={"workflow": "deploy.plain_hook", "args": [tokens[4]]})
+    assert started.status_code == 202, started.text
+    plain = client.get_run(started.json()["runId"])
+    family = await client.start(parent, "e")
+    await esm.run_until(lambda: _hooks_exist(local.world, tokens), timeout=90)
+    await esm.run_until(_all([big, family]), timeout=60)
+    # A run another process created (the child the flow function started): its data key is unwrapped here.
+    [child] = await family.children()
+    assert await child.result(timeout=5) == 20 * KIB + 1
+    assert await big.result(timeout=5) == 40 * KIB
+    assert [chunk async for chunk in big.stream("progress")] == [f"line {i}\n".encode() for i in range(3)]
+    assert (await big.get()).input is not None and await big.steps() and await big.events()
+    assert big.run_id in [r.run_id for r in (await client.list_runs(workflow=streams_and_large_values)).data]
+    await client.list_runs(status=["completed", "running"])
+    await client.resume_hook(tokens[0], "p" * (20 * KIB))
+    await client.fail_hook(tokens[1], "declined", code="DECLINED")
+    await client.cancel(hooked[2].run_id, reason="trace")
+    resumed = await http.post("/v1/client/hooks/resume", json={"token": tokens[4], "payload": "by http",
+                                                               "idempotencyKey": "trace-server", "wait": 5})
+    assert resumed.status_code == 200, resumed.text
+    cancelled = await http.post(f"/v1/client/runs/{hooked[3].run_id}/cancel", json={"reason": "by http"})
+    assert cancelled.status_code == 200, cancelled.text
+    await esm.run_until(_all([*hooked, plain]), timeout=60)
+    assert await plain.result(timeout=5) == "by http"
+    assert await hooked[0].result(timeout=5) == "p" * (20 * KIB)
+    with pytest.raises(WorkflowRunCancelledError, match="trace"):
+        await hooked[2].result(timeout=5)
+
+    # The TypeScript runtime's run: the server is its storage (nothing of it runs in the flow function).
+    large = _bytes(b"t" * (20 * KIB))
+    created = await server.events.create(None, {"eventType": "run_created", "specVersion": 5, "eventData": {
+        "workflowName": "workflow//./app//order", "deploymentId": deployment, "input": large}})
+    assert created.run is not None
+    run_id = created.run.run_id
+    step, hook, wait = (f"{kind}_{new_ulid()}" for kind in ("step", "hook", "wait"))  # (the runtime's ids)
+    token = f"trace-server-ts-{secrets.token_hex(6)}"
+    for event in ({"eventType": "run_started"},
+                  {"eventType": "step_created", "correlationId": step, "eventData": {"stepName": "s", "input": large}},
+                  {"eventType": "step_started", "correlationId": step},
+                  {"eventType": "step_completed", "correlationId": step, "eventData": {"result": large}},
+                  {"eventType": "hook_created", "correlationId": hook, "eventData": {"token": token}},
+                  {"eventType": "wait_created", "correlationId": wait,
+                   "eventData": {"resumeAt": "2099-01-01T00:00:00.000Z"}}):
+        await server.events.create(run_id, {"specVersion": 5, **event})
+    await server.runs.set_attributes(run_id, [{"key": "region", "value": "eu"}])
+    await server.events.create_batch(run_id, [{"eventType": "wait_completed", "correlationId": wait}])
+    await server.streams.write_multi(run_id, "default", [b"a" * (20 * KIB), b"b"])
+    await server.streams.write(run_id, "default", b"c")
+    await server.streams.close(run_id, "default")
+    assert b"".join([chunk async for chunk in server.streams.get(run_id, "default")]) == b"a" * (20 * KIB) + b"bc"
+    assert len((await server.streams.get_chunks(run_id, "default")).data) == 3
+    assert (await server.streams.get_info(run_id, "default")).done
+    assert await server.streams.list(run_id) == ["default"]
+    assert (await server.steps.get(run_id, step)).output is not None and (await server.steps.list(run_id)).data
+    assert (await server.hooks.get_by_token(token)).hook_id == hook
+    assert (await http.get("/v1/hooks/by-token", params={"token": token})).status_code == 200
+    assert (await server.hooks.get(hook, run_id=run_id)).token == token
+    assert (await server.hooks.list(run_id)).data
+    assert await server.hooks.resumed_by("trace-server-none") is None
+    assert (await server.events.list_by_correlation_id(run_id, step)).data
+    assert (await server.runs.get(run_id)).input is not None
+    queued = await http.post("/v1/queue", json={"queueName": "__wkf_workflow_order", "message": {"runId": run_id},
+                                                "deliverTo": "http://127.0.0.1:3000", "opts": {"delaySeconds": 900}})
+    assert queued.status_code == 200, queued.text
+    await server.events.create(run_id, {"eventType": "run_completed", "specVersion": 5,
+                                        "eventData": {"output": large}})
+    assert (await server.runs.wait_for_terminal_status(run_id, timeout=5)).status == "completed"
+    assert [e.event_type for e in (await server.events.list(run_id)).data][-1] == "run_completed"
+
+
 # ------------------------------------------------------------------------------------------ the check
 
 
 @pytest.fixture(scope="module")
-async def traced(local: LocalAWS, flow_function: Function, webhook_function: Function
-                 ) -> AsyncIterator[dict[str, Trace]]:
+async def traced(local: LocalAWS, flow_function: Function, webhook_function: Function,
+                 world_server: tuple[httpx.AsyncClient, FunctionUrl, Trace]) -> AsyncIterator[dict[str, Trace]]:
     await run_workloads(local, flow_function, webhook_function)
     client_world = AWSWorld(local.world.config)  # a client's process: its own clients, the stack's resources
     client_trace = Trace(client_world)
@@ -729,14 +918,16 @@ async def traced(local: LocalAWS, flow_function: Function, webhook_function: Fun
         service = client.meta.service_model.service_id.hyphenize()
         client.meta.events.register(f"before-parameter-build.{service}", client_trace.record)
     operator_trace = Trace(AWSWorld(AWSConfig.from_env()))  # the stack the operator's environment names
-    ui_world = operator_world(operator_trace)()
+    ui_world = traced_world(operator_trace)()
     try:
         await run_client_workload(local, Client(client_world), flow_function)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(aws_package, "AWSWorld", operator_world(operator_trace))  # what the CLI opens
+            patch.setattr(aws_package, "AWSWorld", traced_world(operator_trace))  # what the CLI opens
             await run_operator_workload(local, flow_function, ui_world)
+        server_http, _, server_trace = world_server
+        await run_world_server_workload(local, server_http, flow_function)
         yield {"FlowFunctionRole": flow_function.trace, "WebhookFunctionRole": webhook_function.trace,
-               "ClientPolicy": client_trace, "OperatorPolicy": operator_trace}
+               "ClientPolicy": client_trace, "OperatorPolicy": operator_trace, "WorldServerFunctionRole": server_trace}
     finally:
         await client_world.close()
         await ui_world.close()
@@ -781,11 +972,33 @@ def test_the_role_grants_nothing_its_handler_does_not_use(traced: dict[str, Trac
 def test_a_parameter_adds_exactly_the_grants_it_is_for(template: dict[str, Any], role: str) -> None:
     """The grants no code path uses that exist for a parameter (X-Ray's, the VPC's network interfaces) are absent
     with the defaults and, with the parameter set, are all the parameter adds to the roles that list them."""
-    unswitched = granted(resolved(template), role)
+    exists = ROLE_EXISTS_WITH.get(role, {})
+    unswitched = granted(resolved(template, **exists), role)
     for parameter, (values, grants) in SWITCHED_ON_BY.items():
         assert not unswitched & grants, f"{role} grants {sorted(unswitched & grants)} without {parameter}"
-        switched = granted(resolved(template, **values), role)
+        switched = granted(resolved(template, **exists, **values), role)
         assert switched - unswitched == grants & set(NOT_CALLED_BY_CODE[role]), (role, parameter)
+
+
+def test_the_world_servers_workload_calls_every_route_it_serves(
+        traced: dict[str, Trace], world_server: tuple[httpx.AsyncClient, FunctionUrl, Trace]) -> None:
+    """A guard on the World server's workload: each route of the app (``_http/app.py``) was requested, so a route
+    added to the server is traced (or this fails, naming it)."""
+    from starlette.routing import Match, Route
+
+    from awsworld._http.app import create_app
+    from awsworld._http.auth import Auth
+    from awsworld._memory import MemoryWorld
+
+    _, url, _ = world_server
+    routes = [r for r in create_app(MemoryWorld(), auth=Auth("aws-iam")).routes if isinstance(r, Route)]
+
+    def requested(route: Route) -> bool:
+        return any(route.matches({"type": "http", "method": method, "path": path})[0] == Match.FULL
+                   for method, path in url.requests)
+
+    missed = [f"{sorted(route.methods or [])} {route.path}" for route in routes if not requested(route)]
+    assert routes and not missed, f"the World server's workload requests none of {missed}"
 
 
 def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) -> None:
@@ -800,6 +1013,11 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:DeleteObject", "runs/*"),
             ("s3:GetObject", "runs/*"), ("dynamodb:PutItem", "table"),
             ("kms:Decrypt", "PayloadKmsKeyArn")} <= webhook_grants
+    server_grants = traced["WorldServerFunctionRole"].grants
+    assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:PutObjectTagging", "runs/*"),
+            ("s3:GetObject", "runs/*"), ("s3:DeleteObject", "runs/*"), ("dynamodb:Query", "index/byWorkflow"),
+            ("dynamodb:Query", "index/byStatus"), ("dynamodb:PutItem", "table"),
+            ("kms:GenerateDataKey", "PayloadKmsKeyArn"), ("kms:Decrypt", "PayloadKmsKeyArn")} <= server_grants
     client_grants = traced["ClientPolicy"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:PutObjectTagging", "runs/*"),
             ("s3:GetObject", "runs/*"), ("s3:DeleteObject", "runs/*"), ("dynamodb:Query", "index/byWorkflow"),

@@ -435,7 +435,7 @@ def test_functions_use_the_templates_roles_and_no_managed_policy_but_your_step_p
     """The one managed policy a role may carry is the user's, for their steps (``StepPolicyArns``), on the flow
     function's role alone, and only when given; no AWS managed policy (SAM adds none to a function given a
     ``Role``, VpcConfig or not)."""
-    for name in ("FlowFunction", "WebhookFunction"):
+    for name in ("FlowFunction", "WebhookFunction", "WorldServerFunction"):
         function = props(template, name)
         assert function["Role"] == {"Fn::GetAtt": [f"{name}Role", "Arn"]}
         assert "Policies" not in function
@@ -474,8 +474,9 @@ def test_step_policies_and_a_vpc_reach_the_flow_function_alone_and_add_nothing_e
         template: dict[str, Any], others: dict[str, str], given: str) -> None:
     """With the parameters empty the stack resolves to what it was before they existed: no managed policy, no
     VpcConfig, no EC2 grant anywhere. Given, the only differences are the user's policies on the flow function's
-    role (where steps run; the World server shares that role), the flow function's VpcConfig (not the webhook's
-    nor the World server's: they run no step) and the network interface grant Lambda needs for it."""
+    role (where steps run; the webhook function and the World server have roles of their own), the flow function's
+    VpcConfig (not the webhook's nor the World server's: they run no step) and the network interface grant Lambda
+    needs for it."""
     before = resolved(template, **others)
     text = json.dumps([before["Resources"], before["Globals"]])
     assert "ManagedPolicyArns" not in text and "VpcConfig" not in text and '"ec2:' not in text
@@ -495,6 +496,35 @@ def test_step_policies_and_a_vpc_reach_the_flow_function_alone_and_add_nothing_e
         assert network in statements_of_the_role
         statements_of_the_role.remove(network)
     assert after == before
+
+
+WORLD_SERVER_RESOURCES = {"WorldServerFunction", "WorldServerFunctionRole", "WorldServerLogGroup"}
+"""What ``WorldServer=true`` adds to the stack (the Function URL, version and alias are SAM's, of the function)."""
+
+
+@pytest.mark.parametrize("others", [{}, {"EnableTracing": "true", "PayloadKmsKeyArn": PAYLOAD_KEY,
+                                         "StepPolicyArns": STEP_POLICIES, **IN_A_VPC}],
+                         ids=["defaults", "tracing-a-payload-key-step-policies-and-a-vpc"])
+def test_the_world_server_brings_its_own_role_and_log_group_and_changes_nothing_else(
+        template: dict[str, Any], others: dict[str, str]) -> None:
+    """``WorldServer=true`` adds the World server's function, its role and its log group, each under
+    ``WorldServerEnabled``, and no other resource differs: with it false (the default) the stack resolves to what
+    it was when the server ran with the flow function's role. The server runs with none of the flow function's
+    role, log group, step policies or VPC (it runs no step and consumes no queue); what its role grants is
+    test_iam_trace.py's to check."""
+    off = resolved(template, **others)["Resources"]
+    on = resolved(template, WorldServer="true", **others)["Resources"]
+    assert set(on) - set(off) == WORLD_SERVER_RESOURCES and set(off) <= set(on)
+    assert {name: on[name] for name in off} == off
+    for name in WORLD_SERVER_RESOURCES:
+        assert template["Resources"][name]["Condition"] == "WorldServerEnabled", name
+    server = on["WorldServerFunction"]["Properties"]
+    assert server["Role"] == {"Fn::GetAtt": ["WorldServerFunctionRole", "Arn"]}
+    assert server["LoggingConfig"]["LogGroup"] == {"Ref": "WorldServerLogGroup"}
+    assert "VpcConfig" not in server
+    own = json.dumps([server, on["WorldServerFunctionRole"]])
+    assert "FlowFunctionRole" not in own and "FlowLogGroup" not in own and "ManagedPolicyArns" not in own
+    assert '"ec2:' not in own and '"lambda:' not in own and "DeadLetterQueue" not in own
 
 
 @pytest.mark.parametrize(("parameters", "refused"), [
