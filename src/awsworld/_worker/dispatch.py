@@ -20,6 +20,7 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
+from ..world.queue import flow_function_timeout_seconds
 from ..world.watch import beyond_reach
 from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_limits import retried
@@ -43,14 +44,14 @@ class Outcome:
 
 def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGIN_SECONDS) -> float:
     """When to stop looping: ``AWSWORLD_FLOW_BUDGET_MS`` if set, else the invocation's remaining time less a
-    margin (enough to write a continuation), else 110 s."""
+    margin (enough to write a continuation), else the flow function's timeout less it (110 s by default)."""
     configured = SETTINGS.flow_budget_ms
     if configured is not None:
         seconds = configured / 1000
-    elif remaining_ms is not None:
-        seconds = max(1.0, remaining_ms / 1000 - margin)
     else:
-        seconds = 110.0
+        if remaining_ms is None:
+            remaining_ms = flow_function_timeout_seconds() * 1000
+        seconds = max(1.0, remaining_ms / 1000 - margin)
     return time.monotonic() + seconds
 
 
