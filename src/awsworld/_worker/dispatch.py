@@ -21,12 +21,13 @@ from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.queue import flow_function_timeout_seconds
+from ..world.rules.leases import DELIVERY_MARGIN_SECONDS
 from ..world.watch import beyond_reach
 from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_limits import retried
 from .step_runner import run_step
 
-DEFAULT_MARGIN_SECONDS = 10.0
+DEFAULT_MARGIN_SECONDS = DELIVERY_MARGIN_SECONDS
 
 
 @dataclass
