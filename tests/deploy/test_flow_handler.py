@@ -21,6 +21,7 @@ from starlette.routing import Route
 from awsworld._http.listen import listening
 from awsworld._http.push import FLOW_ROUTE, push_envelope, transport_queue_name
 from awsworld._worker.dispatch import Outcome, Worker
+from awsworld.authoring.definitions import REGISTRY
 from awsworld.client.client import Client
 from awsworld.lambda_host.container import Container, import_modules, module_names
 from awsworld.lambda_host.flow import NotAnSqsBatchError, backoff_seconds, handle
@@ -346,5 +347,6 @@ def test_a_step_timeout_longer_than_one_invocation_is_warned_about_at_the_cold_s
         with caplog.at_level(logging.WARNING, logger="awsworld.lambda"):
             import_modules(module)
         assert f"{module}.transcode" not in caplog.text
-    finally:
+    finally:  # (the process's registry holds it no longer: later cold starts in this process warn of nothing)
         sys.modules.pop(module, None)
+        REGISTRY.steps.pop(f"{module}.transcode", None)
