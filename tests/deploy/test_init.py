@@ -797,3 +797,18 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
     server = project / ".aws-sam" / "build" / "WorldServerFunction"
     output = run([python313, "-I", "-S", "-c", SERVER_CHECK, str(runtime_sdk)], server, env, timeout=60)
     assert "the World server imports" in output
+
+
+@pytest.mark.parametrize("name", ["template.yaml", "src/requirements.txt"])
+def test_upgrade_refuses_a_file_that_is_not_utf8_with_a_message_not_a_traceback(tmp_path: Path, name: str) -> None:
+    """An editor's legacy encoding (Latin-1 "é" in a comment) in a file ``--upgrade`` reads as text: said, with the
+    byte and the fix, and nothing written (every file's bytes as they were)."""
+    project = make_project(tmp_path / "app")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    target = project / name
+    target.write_bytes(target.read_bytes() + "# café\n".encode("latin-1"))
+    before = {path: path.read_bytes() for path in project.rglob("*") if path.is_file()}
+    refused = awsworld("init", "--upgrade", cwd=project)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"{name} is not UTF-8 text (byte " in refused.stderr and "nothing was written" in refused.stderr
+    assert {path: path.read_bytes() for path in project.rglob("*") if path.is_file()} == before

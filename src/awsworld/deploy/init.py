@@ -146,6 +146,20 @@ def _error(message: str) -> int:
     return 1
 
 
+class NotUtf8Error(ValueError):
+    """A project file ``--upgrade`` reads is not UTF-8 text (an editor's legacy encoding)."""
+
+
+def _utf8_text(path: Path, shown: str) -> str:
+    """``path``'s text, or ``NotUtf8Error`` saying which byte is not UTF-8 and what to do (sam and CloudFormation
+    read UTF-8), rather than a ``UnicodeDecodeError`` traceback."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise NotUtf8Error(f"{shown} is not UTF-8 text (byte {error.start}: {error.reason}): save it as UTF-8, "
+                           "which sam and CloudFormation read, and run it again") from error
+
+
 def init(directory: Path, modules: list[str], *, force: bool = False, world_server: bool = False,
          push_hosts: Sequence[str] = ()) -> int:
     """Write the app into ``directory``; 0 on success, 1 (one line on stderr) when nothing was written.
@@ -225,14 +239,18 @@ def upgrade(directory: Path, *, force: bool = False) -> int:
         return _error(f"no template.yaml in {directory}: --upgrade brings an app awsworld init wrote up to date "
                       "(run awsworld init DIR -m PKG.MODULE first)")
     requirements = directory / REQUIREMENTS_PATH
-    pinned = _pinned_requirements(requirements.read_text(encoding="utf-8") if requirements.exists() else None)
+    template = directory / "template.yaml"
+    try:
+        requirements_text = _utf8_text(requirements, REQUIREMENTS_PATH) if requirements.exists() else None
+        template_text = _utf8_text(template, "template.yaml")
+    except NotUtf8Error as error:
+        return _error(f"{error}; nothing was written")
+    pinned = _pinned_requirements(requirements_text)
     if pinned is None:
         return _error(f"{REQUIREMENTS_PATH} installs awsworld from a URL or path (awsworld @ ...): point it at "
                       f"awsworld {__version__} yourself; nothing was written")
     owned = _owned_files()
-    template = directory / "template.yaml"
-    owned["template.yaml"], architecture = _keep_architecture(owned["template.yaml"],
-                                                              template.read_text(encoding="utf-8"))
+    owned["template.yaml"], architecture = _keep_architecture(owned["template.yaml"], template_text)
     refused = _save_copies(directory, owned, upgrading=True, force=force)
     if refused is not None:
         return refused
