@@ -36,7 +36,6 @@ from typing import Any
 import httpx
 import pytest
 from botocore.exceptions import ClientError
-
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -1020,7 +1019,7 @@ def test_the_world_servers_workload_calls_every_route_it_serves(
         traced: dict[str, Trace], world_server: tuple[httpx.AsyncClient, FunctionUrl, Trace]) -> None:
     """A guard on the World server's workload: each route of the app (``_http/app.py``) was requested, so a route
     added to the server is traced (or this fails, naming it)."""
-    from starlette.routing import Match, Route
+    from starlette.routing import Match
 
     from awsworld._http.app import create_app
     from awsworld._http.auth import Auth
@@ -1043,6 +1042,7 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
     assert {("sqs:SendMessage", "FlowQueue"), ("sqs:SendMessage", "DeadLetterQueue"),
             ("lambda:InvokeFunction", "FlowFunction:*"),
             ("sqs:ChangeMessageVisibility", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:GetObject", "runs/*"),
+            ("s3:GetObject", "queue/*"),
             ("dynamodb:ConditionCheckItem", "table"), ("kms:GenerateDataKey", "PayloadKmsKeyArn"),
             ("kms:Decrypt", "PayloadKmsKeyArn")} <= flow_grants
     webhook_grants = traced["WebhookFunctionRole"].grants
@@ -1052,7 +1052,7 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
     server_grants = traced["WorldServerFunctionRole"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:PutObjectTagging", "runs/*"),
             ("s3:GetObject", "runs/*"), ("s3:DeleteObject", "runs/*"), ("dynamodb:Query", "index/byWorkflow"),
-            ("dynamodb:Query", "index/byStatus"), ("dynamodb:PutItem", "table"),
+            ("dynamodb:Query", "index/byStatus"), ("dynamodb:PutItem", "table"), ("s3:PutObject", "queue/*"),
             ("kms:GenerateDataKey", "PayloadKmsKeyArn"), ("kms:Decrypt", "PayloadKmsKeyArn")} <= server_grants
     client_grants = traced["ClientPolicy"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:PutObjectTagging", "runs/*"),
