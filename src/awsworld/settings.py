@@ -42,6 +42,9 @@ traceback (``_positive_bytes``); the test suite's values run at this bound (``te
 DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
 DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
 DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
+DEFAULT_FLOW_TIMEOUT_SECONDS = 120  # the template's FlowTimeoutSeconds default
+MAX_FLOW_TIMEOUT_SECONDS = 900
+"""Lambda's longest function timeout (15 minutes)."""
 
 Group = Literal["stack", "aws", "worker", "world", "cli", "local"]
 GROUP_TITLES: dict[Group, str] = {
@@ -138,6 +141,17 @@ def _integer(raw: str) -> int:
 
 def _whole_seconds(raw: str) -> int:
     return max(1, int(float(raw)))
+
+
+def _flow_timeout(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_FLOW_TIMEOUT_SECONDS:
+        raise ValueError(f"AWSWORLD_FLOW_TIMEOUT_SECONDS must be a whole number of seconds from 1 to "
+                         f"{MAX_FLOW_TIMEOUT_SECONDS} (Lambda's longest timeout), not {raw!r}")
+    return value
 
 
 def _milliseconds(raw: str) -> int:
@@ -237,6 +251,10 @@ class Settings:
         "AWSWORLD_MODULES", None, _text,
         "the modules whose `@workflow`/`@step` functions are imported (commas or spaces between names)",
         group="stack", blank_is_unset=False)
+    flow_timeout_seconds = Var[int](
+        "AWSWORLD_FLOW_TIMEOUT_SECONDS", DEFAULT_FLOW_TIMEOUT_SECONDS, _flow_timeout,
+        "the flow function's `Timeout` (`FlowTimeoutSeconds`): the longest one delivery, and so one step attempt, "
+        "runs; the queue's visibility timeout is six times it", group="stack")
     inline_value_limit = Var[int](
         "AWSWORLD_INLINE_VALUE_LIMIT", DEFAULT_INLINE_VALUE_LIMIT, _integer,
         "values larger than this many bytes are kept in S3, not in the DynamoDB item (AWS World only)",

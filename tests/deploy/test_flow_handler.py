@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import sys
 import uuid
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +21,13 @@ from starlette.routing import Route
 from awsworld._http.listen import listening
 from awsworld._http.push import FLOW_ROUTE, push_envelope, transport_queue_name
 from awsworld._worker.dispatch import Outcome, Worker
+from awsworld.authoring.definitions import REGISTRY
 from awsworld.client.client import Client
 from awsworld.lambda_host.container import Container, import_modules, module_names
 from awsworld.lambda_host.flow import NotAnSqsBatchError, backoff_seconds, handle
 from awsworld.lambda_host.observability import instrument
 from awsworld.local import LocalAWS
+from awsworld.settings import Settings
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.messages import FlowMessage, queue_name_for
 
@@ -313,3 +318,35 @@ async def test_a_typescript_only_stack_with_no_modules_delivers_pushed_messages(
     assert body == message
     assert headers["x-vqs-queue-name"] == queue_name and headers["x-vqs-message-id"] == message_id
     assert "pushed deliveries" in caplog.text and "AWSWORLD_MODULES is empty" in caplog.text
+
+
+def test_a_step_timeout_longer_than_one_invocation_is_warned_about_at_the_cold_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A ``@step(timeout="5m")`` on a function that stops every delivery after 120 s can never time out (the
+    function's timeout cuts the attempt off first): the cold start's module import says so, naming the step and
+    the parameter that raises it; at FlowTimeoutSeconds=600 it says nothing. Not refused at the call: a run that
+    called the step already must replay as it ran (``_worker/cut_off.py``)."""
+    module = f"longsteps_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "from awsworld import step\n\n\n"
+        f"@step(name='{module}.transcode', timeout='5m')\n"
+        "async def transcode(path: str) -> str:\n"
+        "    return path\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(Settings.flow_timeout_seconds.env, raising=False)
+    try:
+        with caplog.at_level(logging.WARNING, logger="awsworld.lambda"):
+            assert import_modules(module) == [module]
+        warned = [r.getMessage() for r in caplog.records if f"{module}.transcode" in r.getMessage()]
+        assert warned == [f"step '{module}.transcode' has timeout=300s, but the flow function stops every delivery "
+                          "after 120 s, so an attempt runs 110 s at most and that timeout never fires: raise the "
+                          "stack's FlowTimeoutSeconds parameter (up to 900 s, AWSWORLD_FLOW_TIMEOUT_SECONDS) or "
+                          "shorten the timeout"]
+        caplog.clear()
+        monkeypatch.setenv(Settings.flow_timeout_seconds.env, "600")
+        with caplog.at_level(logging.WARNING, logger="awsworld.lambda"):
+            import_modules(module)
+        assert f"{module}.transcode" not in caplog.text
+    finally:  # (the process's registry holds it no longer: later cold starts in this process warn of nothing)
+        sys.modules.pop(module, None)
+        REGISTRY.steps.pop(f"{module}.transcode", None)

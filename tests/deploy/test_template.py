@@ -103,9 +103,10 @@ def _truth(template: dict[str, Any], values: dict[str, str | list[str]]) -> Call
 
 def resolved(template: dict[str, Any], **parameters: str) -> dict[str, Any]:
     """``template`` as CloudFormation applies it with these parameter values (the others their defaults): each
-    ``Fn::If`` replaced by its branch, ``AWS::NoValue`` left out, the resources and outputs whose condition is
-    false left out, and a parameter's ``Ref`` replaced by its value. Resources' and pseudo parameters' ``Ref``,
-    ``Fn::GetAtt`` and ``Fn::Sub`` stay as written: two resolutions compare as deployed stacks would."""
+    ``Fn::If`` replaced by its branch, each ``Fn::FindInMap`` by its value, ``AWS::NoValue`` left out, the
+    resources and outputs whose condition is false left out, and a parameter's ``Ref`` replaced by its value.
+    Resources' and pseudo parameters' ``Ref``, ``Fn::GetAtt`` and ``Fn::Sub`` stay as written: two resolutions
+    compare as deployed stacks would."""
     values = parameter_values(template, parameters)
     holds = _truth(template, values)
 
@@ -121,6 +122,9 @@ def resolved(template: dict[str, Any], **parameters: str) -> dict[str, Any]:
             return _REMOVED
         if set(node) == {"Ref"} and node["Ref"] in values:
             return values[node["Ref"]]
+        if set(node) == {"Fn::FindInMap"}:
+            mapping, key, attribute = (apply(part) for part in node["Fn::FindInMap"])
+            return template["Mappings"][mapping][str(key)][attribute]
         return {key: item for key, item in ((key, apply(value)) for key, value in node.items()) if item is not _REMOVED}
 
     def kept(section: dict[str, Any]) -> dict[str, Any]:
@@ -191,13 +195,20 @@ def _parameters_named(value: Any, parameters: set[str]) -> set[str]:
 def test_no_parameter_can_replace_what_holds_runs(template: dict[str, Any]) -> None:
     """A parameter a user may change on a live stack must not reach a property whose change replaces the table,
     the bucket or a queue (a name, a key schema, FIFO): a replaced table or queue is a new, empty one, and the
-    runs in flight stay in the old. Only the stage reaches them, as a tag (updated in place)."""
+    runs in flight stay in the old. Only the stage reaches them, as a tag (updated in place), and the flow timeout
+    the queue's VisibilityTimeout (SetQueueAttributes: "Update requires: No interruption" in CloudFormation's
+    AWS::SQS::Queue reference)."""
     parameters = set(template["Parameters"])
+    in_place = {"FlowQueue": {"VisibilityTimeout": {"FlowTimeoutSeconds"}}}
     for name in STATEFUL:
         properties = props(template, name)
         assert not {"TableName", "BucketName", "QueueName", "FifoQueue", "LocalSecondaryIndexes"} & set(properties)
-        reached = _parameters_named({k: v for k, v in properties.items() if k != "Tags"}, parameters)
+        updated = in_place.get(name, {})
+        reached = _parameters_named({k: v for k, v in properties.items() if k != "Tags" and k not in updated},
+                                    parameters)
         assert reached == set(), (name, reached)
+        for key, allowed in updated.items():
+            assert _parameters_named(properties[key], parameters) == allowed, (name, key)
         assert _parameters_named(properties.get("Tags", []), parameters) <= {"Stage"}, name
 
 
@@ -215,7 +226,7 @@ def _queue_attributes(queue: dict[str, Any]) -> dict[str, str]:
 
 def test_the_queues_are_exactly_the_ones_local_provisions(template: dict[str, Any]) -> None:
     assert set(of_type(template, "AWS::SQS::Queue")) == {"FlowQueue", "DeadLetterQueue"}
-    queue = props(template, "FlowQueue")
+    queue = props(resolved(template), "FlowQueue")  # (its VisibilityTimeout: FlowTimeoutSeconds' default's)
     assert _queue_attributes(queue) == resources.queue_attributes("DLQ")
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
     assert _queue_attributes(props(template, "DeadLetterQueue")) == resources.dlq_attributes()
@@ -223,12 +234,31 @@ def test_the_queues_are_exactly_the_ones_local_provisions(template: dict[str, An
         assert props(template, name)["SqsManagedSseEnabled"] is True
 
 
-def test_visibility_is_at_least_six_times_the_flow_timeout(template: dict[str, Any]) -> None:
-    timeout = props(template, "FlowFunction")["Timeout"]
-    assert timeout == world_queue.FLOW_FUNCTION_TIMEOUT_SECONDS
-    visibility = props(template, "FlowQueue")["VisibilityTimeout"]
-    assert visibility == resources.QUEUE_VISIBILITY_TIMEOUT_SECONDS
-    assert visibility >= 6 * timeout
+def test_the_queues_visibility_is_six_times_the_flow_timeout_the_code_is_told_for_every_allowed_timeout(
+        template: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``FlowTimeoutSeconds`` sets the flow function's Timeout, tells the code (``AWSWORLD_FLOW_TIMEOUT_SECONDS``) and,
+    through the FlowTimeouts mapping, the queue's VisibilityTimeout: six times it, as ``resources.queue_attributes``
+    (what LocalAWS provisions) and the dedup markers' horizon compute from the setting. The default is today's
+    stack: 120 s and 720 s."""
+    parameter = template["Parameters"]["FlowTimeoutSeconds"]
+    assert int(parameter["Default"]) == world_queue.FLOW_FUNCTION_TIMEOUT_SECONDS == 120
+    assert world_queue.QUEUE_VISIBILITY_TIMEOUT_SECONDS == 720
+    allowed = [int(value) for value in parameter["AllowedValues"]]
+    assert allowed == sorted(allowed) and allowed[0] == 120 and allowed[-1] == 900  # Lambda's longest
+    assert sorted(template["Mappings"]["FlowTimeouts"], key=int) == [str(value) for value in allowed]
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables[Settings.flow_timeout_seconds.env] == {"Ref": "FlowTimeoutSeconds"}
+    for timeout in allowed:
+        stack = resolved(template, FlowTimeoutSeconds=str(timeout))
+        assert int(stack["Resources"]["FlowFunction"]["Properties"]["Timeout"]) == timeout
+        visibility = stack["Resources"]["FlowQueue"]["Properties"]["VisibilityTimeout"]
+        assert visibility == 6 * timeout
+        monkeypatch.setenv(Settings.flow_timeout_seconds.env, str(timeout))
+        assert world_queue.flow_function_timeout_seconds() == timeout
+        assert resources.queue_attributes("DLQ")["VisibilityTimeout"] == str(visibility)
+    monkeypatch.setenv(Settings.flow_timeout_seconds.env, "901")
+    with pytest.raises(ValueError, match="from 1 to 900"):
+        world_queue.flow_function_timeout_seconds()
 
 
 def test_the_bucket_is_private_encrypted_and_expires_runs(template: dict[str, Any]) -> None:

@@ -18,6 +18,8 @@ The counts are of step bodies run, by attempt: what a payment provider would see
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
 import uuid
 from collections import Counter
@@ -27,6 +29,7 @@ from typing import Any
 import pytest
 
 from awsworld import RetryPolicy, StepError, sleep, step, step_metadata, workflow
+from awsworld.settings import Settings
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import FlowMessage, queue_name_for
 
@@ -261,3 +264,65 @@ async def test_a_cut_off_last_attempt_fails_the_step_without_another_start(cut_o
     assert bodies(run.run_id, "attempts.stalls") == {1: 1, 2: 1}
     [record] = [s for s in await run.steps() if s.step_name == "attempts.stalls"]
     assert (record.status, record.attempt) == ("failed", 2)
+
+
+# ------------------------------------------------------------------- cut off by the flow function's timeout
+
+FLOW_TIMEOUT_SECONDS = 11
+"""The flow function's timeout in the next test: the shortest whose budget (it less the delivery's 10 s margin) is
+the invocation's own, so the recorded error's figure is the function's timeout, as on Lambda."""
+
+
+@step(name="attempts.transcode", retry=RetryPolicy(max_attempts=1))
+async def transcode(x: int) -> int:
+    """A body that needs longer than one invocation (a transcode, a long LLM call)."""
+    _ran()
+    await asyncio.sleep(STALL_SECONDS)
+    return x
+
+
+@workflow(name="attempts.transcode_two")
+async def transcode_two(x: int) -> list[str]:
+    """Two calls: the flow runs one inline and queues the other to a message of its own."""
+    results = await asyncio.gather(transcode(x), transcode(x + 1), return_exceptions=True)
+    return [str(result) for result in results]
+
+
+async def test_an_attempt_the_flow_functions_timeout_cuts_off_says_so_and_what_raises_it(
+        local: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A step body longer than the flow function's timeout, inline and queued, on the AWS World (moto): each
+    attempt's delivery is killed at the timeout (the poller's invoker, as Lambda), its message comes back, and its
+    last attempt is recorded failed with an error that says the delivery was cut off about the timeout after the
+    attempt began, by the function's timeout, and which parameter raises it. The log says it too."""
+    monkeypatch.setenv(Settings.flow_timeout_seconds.env, str(FLOW_TIMEOUT_SECONDS))
+    monkeypatch.setattr(local.poller.invoker, "timeout", float(FLOW_TIMEOUT_SECONDS))
+    sqs = await local.world.clients.sqs()
+    url = local.world.config.queue_url
+    before = (await sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"]))["Attributes"]
+    # Longer than the timeout (on Lambda six times it), so a message comes back only once its delivery was killed.
+    await _set_visibility(local, monkeypatch, {"VisibilityTimeout": str(FLOW_TIMEOUT_SECONDS + 1)})
+    try:
+        e2e = E2E(local=local)
+        with caplog.at_level(logging.WARNING, logger="awsworld.steps"):
+            run = await e2e.start(transcode_two, 1)
+            outcome = await run.result(timeout=90)
+    finally:
+        await _set_visibility(local, monkeypatch, before)
+    said = re.compile(
+        r"^step 'attempts\.transcode' failed: StepInterruptedError: attempt 1 of step attempts\.transcode was started "
+        r"but never finished \(its delivery was cut off at most (\d+) s after the attempt began, when the flow "
+        rf"function's timeout \({FLOW_TIMEOUT_SECONDS} s\) stopped it: a step attempt runs within one invocation; "
+        r"for a step that needs longer, raise the stack's FlowTimeoutSeconds parameter \(up to 900 s, "
+        r"AWSWORLD_FLOW_TIMEOUT_SECONDS\) or split the work\), and its retry policy allows 1 attempt\(s\)$")
+    assert len(outcome) == 2
+    for error in outcome:
+        match = said.match(error)
+        assert match, error
+
+        assert FLOW_TIMEOUT_SECONDS - 2 <= int(match.group(1)) <= FLOW_TIMEOUT_SECONDS, error
+    inline = [(e.event_data or {}).get("inline") is True for e in await run.events() if e.event_type == "step_started"]
+    assert sorted(inline) == [False, True], "one attempt ran inline in the flow, the other from its own message"
+    assert local.poller.invoker.timed_out >= 2
+    logged = [r.getMessage() for r in caplog.records if "attempts.transcode was started but never finished" in
+              r.getMessage()]
+    assert len(logged) >= 2 and all("FlowTimeoutSeconds" in line for line in logged), logged

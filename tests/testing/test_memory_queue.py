@@ -16,9 +16,14 @@ import pytest
 
 from awsworld._memory.clock import VirtualClock
 from awsworld._memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryConsumer, MemoryQueue
+from awsworld._memory.world import MemoryWorld
 from awsworld._worker.delivery import DeliveryPath, backoff_seconds
+from awsworld._worker.dispatch import Worker, budget_deadline
+from awsworld._worker.invoker import Invoker
+from awsworld.aws.queue.dedup import DedupMarkers
+from awsworld.settings import Settings
 from awsworld.world import Delivery
-from awsworld.world.queue import Refused
+from awsworld.world.queue import QUEUE_RETENTION_SECONDS, Refused, key_horizon_seconds
 
 QUEUE = "__wkf_workflow_mem"
 PREFIX = "__wkf_workflow_"
@@ -38,6 +43,30 @@ async def one(consumer: MemoryConsumer) -> Delivery:
     [outcome] = await consumer.poll(10, 0)
     assert isinstance(outcome, Delivery)
     return outcome
+
+
+async def test_the_visibility_timeout_the_budget_and_the_invocation_follow_the_flow_timeout(
+        clock: VirtualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AWSWORLD_FLOW_TIMEOUT_SECONDS`` (the template's ``FlowTimeoutSeconds``) at 300: a received message stays
+    hidden 1,800 s (six times it, as the template's FlowTimeouts mapping gives the stack's queue), the dedup keys'
+    horizon counts that visibility, a delivery with no invocation deadline gets 290 s of budget, and the emulators'
+    stand-in for Lambda stops a delivery after 300 s. The default stays 120 s and 720 s."""
+    assert VISIBILITY_TIMEOUT_SECONDS == 720.0 == MemoryQueue(clock).visibility_timeout
+    monkeypatch.setenv(Settings.flow_timeout_seconds.env, "300")
+    queue = MemoryQueue(clock)
+    consumer = queue.consumer(PREFIX)
+    await queue.queue(QUEUE, {"n": 1})
+    await one(consumer)
+    hidden_until = queue.next_visible_at()
+    assert hidden_until is not None and abs((hidden_until - clock.now()).total_seconds() - 1800) < 1
+    clock.advance(1799)
+    assert await consumer.poll(10, 0) == [], "still in flight: its delivery may run 300 s"
+    clock.advance(1)
+    assert (await one(consumer)).attempt == 2
+    assert DedupMarkers(cast(Any, None)).horizon == key_horizon_seconds(QUEUE_RETENTION_SECONDS, 1800)
+    left = budget_deadline(None) - time.monotonic()
+    assert 289 < left <= 290
+    assert Invoker(Worker(MemoryWorld()), queue.consumer(PREFIX)).timeout == 300.0
 
 
 async def test_delays_follow_the_clock(queue: MemoryQueue, clock: VirtualClock) -> None:

@@ -18,14 +18,14 @@ from typing import Any
 
 from .._worker.delivery import RecordResult
 from .._worker.dispatch import Worker
-from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS, DeletingConsumer, Invoker
+from .._worker.invoker import DeletingConsumer, Invoker
 from .pins import DeploymentUnavailableError
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], Any]
 
 
 class LocalHost:
-    def __init__(self, consumer: DeletingConsumer, spawn: Spawn, *, timeout: float = LAMBDA_TIMEOUT_SECONDS,
+    def __init__(self, consumer: DeletingConsumer, spawn: Spawn, *, timeout: float | None = None,
                  reachable: Callable[[str], Awaitable[bool]] | None = None) -> None:
         """``reachable``: asked before a hand-over whether the deployment is still there (the registry's answer:
         an operator may have retired it from another process); default: every deployment loaded here is."""

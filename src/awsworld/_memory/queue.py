@@ -43,6 +43,7 @@ from ..world.queue import (
     check_queue_name,
     key_horizon_seconds,
     payload_json,
+    queue_visibility_timeout_seconds,
 )
 from ..world.shared.queue_consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from .signal import Signal
@@ -50,6 +51,7 @@ from .signal import Signal
 log = logging.getLogger("awsworld.queue")
 
 VISIBILITY_TIMEOUT_SECONDS = float(QUEUE_VISIBILITY_TIMEOUT_SECONDS)
+"""The visibility timeout with the default flow timeout (a queue made with none takes the deployed one's)."""
 RETENTION_SECONDS = float(QUEUE_RETENTION_SECONDS)
 """Only bounds how long an unacknowledged key stays held (as on SQS): nothing here expires a message."""
 WAITING, VISIBLE, DELETED = "waiting", "visible", "deleted"
@@ -79,11 +81,13 @@ class QueuedMessage:
 
 class MemoryQueue:
     def __init__(self, clock: Clock, *, deployment_id: str | None = None,
-                 visibility_timeout: float = VISIBILITY_TIMEOUT_SECONDS,
+                 visibility_timeout: float | None = None,
                  max_receive_count: int | None = QUEUE_MAX_RECEIVE_COUNT,
                  max_payload_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         self.clock = clock
         self.deployment_id = deployment_id
+        if visibility_timeout is None:  # as the stack's queue: six times the flow timeout
+            visibility_timeout = float(queue_visibility_timeout_seconds())
         self.visibility_timeout = visibility_timeout
         self.max_receive_count = max_receive_count
         self.max_payload_bytes = max_payload_bytes

@@ -20,12 +20,14 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
+from ..world.queue import flow_function_timeout_seconds
+from ..world.rules.leases import DELIVERY_MARGIN_SECONDS
 from ..world.watch import beyond_reach
 from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_limits import retried
 from .step_runner import run_step
 
-DEFAULT_MARGIN_SECONDS = 10.0
+DEFAULT_MARGIN_SECONDS = DELIVERY_MARGIN_SECONDS
 
 
 @dataclass
@@ -43,14 +45,14 @@ class Outcome:
 
 def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGIN_SECONDS) -> float:
     """When to stop looping: ``AWSWORLD_FLOW_BUDGET_MS`` if set, else the invocation's remaining time less a
-    margin (enough to write a continuation), else 110 s."""
+    margin (enough to write a continuation), else the flow function's timeout less it (110 s by default)."""
     configured = SETTINGS.flow_budget_ms
     if configured is not None:
         seconds = configured / 1000
-    elif remaining_ms is not None:
-        seconds = max(1.0, remaining_ms / 1000 - margin)
     else:
-        seconds = 110.0
+        if remaining_ms is None:
+            remaining_ms = flow_function_timeout_seconds() * 1000
+        seconds = max(1.0, remaining_ms / 1000 - margin)
     return time.monotonic() + seconds
 
 

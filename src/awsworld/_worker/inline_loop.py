@@ -43,6 +43,7 @@ from ..world.protocol import World
 from ..world.rules.lifetime import context_of, lifetime_end, lifetime_failure
 from ..world.rules.limiters import LimitInputError
 from .child_runs import on_run_end, report_ended_children, resolve_step
+from .cut_off import cut_off_reason
 from .declarations import Declarer
 from .endings import RunEndings
 from .flow_messages import FlowMessages
@@ -378,6 +379,10 @@ class Flow:
                   or next((s for s in runnable if claims.taken_over(s)), None))
         to_queue = [s for s in runnable if s is not inline and (not s.started or claims.taken_over(s))
                     and s.poll is None and f"{s.id}:{s.attempt}" not in messages.queued]
+        for cut in (s for s in (inline, *to_queue) if s is not None and s.started and claims.taken_over(s)):
+            log.warning("run %s: attempt %d of step %s (%s) was started by another delivery and never finished (%s); "
+                        "taking it over", self.run_id, cut.attempt, cut.definition.name, cut.id,
+                        cut_off_reason(getattr(cut.definition, "timeout", None), cut.started_at, cut.lease_until))
         if to_queue:
             # Keyed, unlike a retry: every flow that replays the run re-queues each declared step not started
             # yet (that is what recovers a step whose message a crash never sent), and a duplicate that finds its
@@ -432,7 +437,8 @@ class Flow:
                 # An attempt this message started, cut off after its body gave its slot back (a crash): it cannot
                 # wait as itself (only this message may run it while its lease runs), so it ends as cut off and is
                 # retried per its policy, as a new attempt that waits for a slot like any other.
-                attempt = interrupted_end(self.world, definition, step.id, step.attempt)
+                attempt = interrupted_end(self.world, definition, step.id, step.attempt, step.started_at,
+                                          step.lease_until)
             else:
                 self.messages.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it
                 return

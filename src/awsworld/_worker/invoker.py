@@ -15,12 +15,15 @@ import logging
 from typing import Any, Protocol
 
 from .._deployments.host import DeploymentHost
+from ..world.queue import FLOW_FUNCTION_TIMEOUT_SECONDS, flow_function_timeout_seconds
 from .delivery import Consumer, DeliveryPath, RecordResult, Track
 from .dispatch import Worker, budget_deadline
 
 log = logging.getLogger("awsworld.local")
 
-LAMBDA_TIMEOUT_SECONDS = 120.0
+LAMBDA_TIMEOUT_SECONDS = float(FLOW_FUNCTION_TIMEOUT_SECONDS)
+"""The default flow function's timeout; an invoker made with none takes the deployed one's
+(``AWSWORLD_FLOW_TIMEOUT_SECONDS``), so the emulator cuts a delivery off where the stack's function would."""
 
 
 class DeletingConsumer(Consumer, Protocol):
@@ -31,11 +34,12 @@ class DeletingConsumer(Consumer, Protocol):
 
 class Invoker:
     def __init__(self, worker: Worker, consumer: DeletingConsumer, *,
-                 timeout: float = LAMBDA_TIMEOUT_SECONDS, host: DeploymentHost | None = None) -> None:
-        """``host``: how this worker's deployment hands a delivery to another (``_deployments.local_host``)."""
+                 timeout: float | None = None, host: DeploymentHost | None = None) -> None:
+        """``host``: how this worker's deployment hands a delivery to another (``_deployments.local_host``).
+        ``timeout``: one invocation's limit in seconds (None: ``AWSWORLD_FLOW_TIMEOUT_SECONDS``, read now)."""
         self.consumer = consumer
         self.path = DeliveryPath(worker, consumer, host=host)
-        self.timeout = timeout
+        self.timeout = float(flow_function_timeout_seconds()) if timeout is None else timeout
         self.deliveries = 0
         self.results: list[RecordResult] = []
         self.timed_out = 0

@@ -85,11 +85,10 @@ from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
 from ..world.rules.limiters import LimitInputError
 from . import step_limits
 from .child_runs import resolve_step
+from .cut_off import CANCEL_GRACE_SECONDS, cut_off_reason
 from .error_shapes import log_retry, structured_error
 from .step_limits import Taken
 
-CANCEL_GRACE_SECONDS = 1.0
-"""How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
 CHECK_SECONDS_ENV = Settings.step_check_seconds.env
 DEFAULT_CHECK_SECONDS = Settings.step_check_seconds.default
 """A running attempt asks whether its step ended under it at most this often (a queued one: one metadata-only
@@ -324,7 +323,8 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
         except StepRunningElsewhereError:
             return StepOutcome("running-elsewhere", [])
         except StepAttemptInterruptedError as cut_off:
-            return interrupted_end(world, definition, step_id, cut_off.attempt)
+            return interrupted_end(world, definition, step_id, cut_off.attempt,
+                                   *await _attempt_times(world, run_id, step_id, cut_off.attempt))
         except EntityConflictError:
             return StepOutcome("finished-already", [])
         except TooEarlyError as early:
@@ -578,20 +578,37 @@ def _attempt_end(world: World, definition: StepDef, step: Step, error: BaseExcep
                      step.attempt, events, _time_scale(now))
 
 
-def interrupted_end(world: World, definition: StepDef, step_id: str, attempt: int) -> StepEnd:
+async def _attempt_times(world: World, run_id: str, step_id: str,
+                         attempt: int) -> tuple[datetime | None, datetime | None]:
+    """When the step's unfinished ``attempt`` began and when its lease ends, read from the World (a queued step's
+    delivery found it cut off and has no log to read them from); (None, None) when the read fails or the step has
+    moved on."""
+    try:
+        step = await world.steps.get(run_id, step_id, resolve_data="none")
+    except Exception:  # (only the error's wording depends on it)
+        return None, None
+    if step.status != "running" or step.attempt != attempt:
+        return None, None
+    return step.updated_at, step.lease_until
+
+
+def interrupted_end(world: World, definition: StepDef, step_id: str, attempt: int,
+                    started_at: datetime | None = None, lease_until: datetime | None = None) -> StepEnd:
     """The end of an attempt found started but unfinished where the World refused to start the step over it
     (``world.rules.at_most_once``): an at-most-once step's, or any step's last allowed attempt. Failed with
     ``StepInterruptedError``, retried as its policy says (a new attempt, with a durable start of its own) while
     attempts are left. The body is not run. The end names the attempt, so it lands only while that attempt is
-    the running one."""
+    the running one. ``started_at`` and ``lease_until``: the attempt's start and lease, when known, say how long
+    its delivery could run it and whether the flow function's timeout cut it off (``cut_off.cut_off_reason``)."""
     policy = definition.retry
+    why = cut_off_reason(definition.timeout, started_at, lease_until)
     if definition.at_most_once:
         error = StepInterruptedError(f"attempt {attempt} of at-most-once step {definition.name} was started but "
-                                     f"never finished (its delivery was cut off); its body is not run again")
+                                     f"never finished ({why}); its body is not run again")
     else:
         error = StepInterruptedError(f"attempt {attempt} of step {definition.name} was started but never finished "
-                                     f"(its delivery was cut off), and its retry policy allows "
-                                     f"{policy.max_attempts} attempt(s)")
+                                     f"({why}), and its retry policy allows {policy.max_attempts} attempt(s)")
+    log.warning("%s", error)
     data: dict[str, Any] = {"error": structured_error(error), INTERRUPTED_FIELD: attempt}
     if not policy.retries(error) or attempt >= policy.max_attempts:
         return StepEnd(step_id, "step_failed", data, attempt, [])

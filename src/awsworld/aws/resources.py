@@ -11,7 +11,11 @@ import json
 import math
 from typing import Any
 
-from ..world.queue import QUEUE_MAX_RECEIVE_COUNT, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
+from ..world.queue import (
+    QUEUE_MAX_RECEIVE_COUNT,
+    QUEUE_RETENTION_SECONDS,
+    queue_visibility_timeout_seconds,
+)
 
 PK = "pk"
 SK = "sk"
@@ -105,9 +109,10 @@ def table_properties() -> dict[str, Any]:
 
 
 def queue_attributes(dlq_arn: str | None) -> dict[str, str]:
-    """SQS attributes (string-valued, as both CreateQueue and CloudFormation take them)."""
+    """SQS attributes (string-valued, as both CreateQueue and CloudFormation take them). The visibility timeout
+    follows ``AWSWORLD_FLOW_TIMEOUT_SECONDS`` as the template's FlowTimeouts mapping does (six times it)."""
     attrs = {
-        "VisibilityTimeout": str(QUEUE_VISIBILITY_TIMEOUT_SECONDS),
+        "VisibilityTimeout": str(queue_visibility_timeout_seconds()),
         "MessageRetentionPeriod": str(QUEUE_RETENTION_SECONDS),
         "SqsManagedSseEnabled": "true",
     }

@@ -23,8 +23,9 @@ from .._deployments.host import DeploymentHost
 from .._deployments.identity import lambda_deployment, register
 from .._deployments.model import DEPLOYMENTS_OF_LAMBDA
 from .._published.model import publish
+from .._worker.cut_off import steps_outliving_the_function
 from .._worker.dispatch import Worker
-from ..authoring.definitions import MODULES_ENV
+from ..authoring.definitions import MODULES_ENV, REGISTRY
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
 from ..client.client import Client
@@ -39,13 +40,17 @@ T = TypeVar("T")
 
 def import_modules(value: str | None) -> list[str]:
     """Import every module named in ``value``; an import error stops the cold start with the module's name
-    (a function that cannot load its workflows should fail loudly, not run deliveries it cannot handle)."""
+    (a function that cannot load its workflows should fail loudly, not run deliveries it cannot handle). A step
+    whose ``timeout`` the function's own timeout cuts short is warned about here, once per cold start
+    (``_worker/cut_off.py`` says why not at the call)."""
     names = module_names(value)
     for name in names:
         try:
             importlib.import_module(name)
         except ImportError as error:
             raise ImportError(f"{MODULES_ENV} names {name!r}, which cannot be imported: {error}") from error
+    for warning in steps_outliving_the_function(REGISTRY.steps.values()):
+        log.warning("%s", warning)
     if not names:  # (a stack that only serves TypeScript apps: awsworld init --world-server, no -m)
         log.warning("%s is empty: no Python workflow is registered, so a delivery of one is reported as failed (and "
                     "reaches the dead-letter queue through the redrive policy); pushed deliveries, the messages the "

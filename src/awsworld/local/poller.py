@@ -47,7 +47,7 @@ TICK_LAG = 0.05
 
 class LocalPoller:
     def __init__(self, world: AWSWorld, worker: Worker, *, prefix: str = DEFAULT_QUEUE_PREFIX,
-                 timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32,
+                 timeout: float | None = None, concurrency: int = 32,
                  tick_seconds: float | None = None) -> None:
         self.world = world
         self.consumer = world.sqs_queue.consumer(prefix)

@@ -38,7 +38,7 @@ from .._memory import MemoryWorld
 from .._memory.clock import VirtualClock
 from .._worker.delivery import RecordResult
 from .._worker.dispatch import Worker
-from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
+from .._worker.invoker import Invoker, finish_or_cancel
 from .._worker.tick import TickFailedError, run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
@@ -59,7 +59,7 @@ class RunStalledError(TimeoutError):
 
 class Driver:
     def __init__(self, world: MemoryWorld, worker: Worker, clock: VirtualClock, *, time_skipping: bool = True,
-                 timeout: float = LAMBDA_TIMEOUT_SECONDS, prefix: str = DEFAULT_QUEUE_PREFIX,
+                 timeout: float | None = None, prefix: str = DEFAULT_QUEUE_PREFIX,
                  stall_timeout: float | None = STALL_TIMEOUT) -> None:
         self.world = world
         self.stall_timeout = stall_timeout

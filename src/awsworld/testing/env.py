@@ -29,7 +29,6 @@ from .._memory import MemoryWorld
 from .._memory.clock import VirtualClock
 from .._timeline import how_far
 from .._worker.dispatch import Worker
-from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from .._worker.tick import run_tick
 from ..authoring.definitions import Registry, Workflow
 from ..authoring.durations import Duration, parse_duration
@@ -70,16 +69,17 @@ class WorkflowTestEnv:
     ``env.now`` drive and read the clock. Docs: *Get started: Your first test*."""
 
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
-                 registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
+                 registry: Registry | None = None, timeout: float | None = None,
                  schedules: Sequence[Workflow[..., Any] | str] = (), deployment: str | None = None,
                  stall_timeout: float | None = STALL_TIMEOUT) -> None:
         """``time_skipping``: whether the clock skips ahead to the next due wait when a test waits for a run and
         nothing else can run (the default); ``False`` keeps real time (``env.sleep`` and ``env.advance`` still
         move it). ``start_time``: an aware datetime the clock starts at (default: now), for schedules and
         date-dependent code. ``registry``: the workflows and steps deliveries may run (default: every one this
-        process has decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds. ``schedules``: the
-        workflows whose ``@workflow(schedule=...)`` declarations this environment fires on its clock (a test
-        process imports many modules; nothing fires only because it was imported).
+        process has decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds (default: the
+        flow function's, ``AWSWORLD_FLOW_TIMEOUT_SECONDS``, 120 s). ``schedules``: the workflows whose
+        ``@workflow(schedule=...)`` declarations this environment fires on its clock (a test process imports many
+        modules; nothing fires only because it was imported).
 
         ``deployment``: a name for this code (``"v1"``): runs are pinned to the deployment that starts them, and
         ``deploy`` adds another version, as a deploy publishes a new Lambda version (docs/how-to/changing-code.md,

@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from ..settings import SETTINGS, Settings
 from .errors import InvalidInputError, PayloadTooLargeError
 from .ids import check_entity_id
 from .limits import json_size_over, text_size_over, value_json
@@ -37,14 +38,30 @@ than the rest of an in-memory send."""
 # The stack's one queue, as every World keeps it: the AWS World creates it so (``aws/resources.py``, the SAM
 # template) and the in-memory queue behaves so (``_memory/queue.py``). How consumers use it:
 # ``shared/queue_consumer.py``; an idempotency key's marker: ``queue_keys.py``.
-FLOW_FUNCTION_TIMEOUT_SECONDS = 120
-QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * FLOW_FUNCTION_TIMEOUT_SECONDS
-"""Several times the flow function's timeout, so a delivery still running is not handed to a second consumer (AWS
-recommends 6x for event source mappings)."""
+# The flow function's timeout is the template's FlowTimeoutSeconds, passed to the code as
+# ``AWSWORLD_FLOW_TIMEOUT_SECONDS``; the queue's visibility timeout follows it (the template's FlowTimeouts mapping).
+FLOW_FUNCTION_TIMEOUT_SECONDS = Settings.flow_timeout_seconds.default
+VISIBILITY_TIMEOUTS_PER_FLOW_TIMEOUT = 6
+"""The queue's visibility timeout is this many times the flow function's timeout, so a delivery still running is
+not handed to a second consumer (AWS recommends 6x for event source mappings)."""
+QUEUE_VISIBILITY_TIMEOUT_SECONDS = VISIBILITY_TIMEOUTS_PER_FLOW_TIMEOUT * FLOW_FUNCTION_TIMEOUT_SECONDS
+"""The visibility timeout of a stack deployed with the default flow timeout (120 s): 720 s."""
 QUEUE_MAX_RECEIVE_COUNT = 10
 """The redrive policy: a message received this often since it was last sent goes to the dead-letter queue."""
 QUEUE_RETENTION_SECONDS = 4 * 24 * 3600
 MAX_VISIBILITY_SECONDS = 43_200
+
+
+def flow_function_timeout_seconds() -> int:
+    """The deployed flow function's timeout (``AWSWORLD_FLOW_TIMEOUT_SECONDS``, the template's
+    ``FlowTimeoutSeconds``): one invocation, and every step attempt it runs, is killed after it."""
+    return SETTINGS.flow_timeout_seconds
+
+
+def queue_visibility_timeout_seconds() -> int:
+    """The queue's visibility timeout for the deployed flow timeout: how long a received message stays hidden,
+    and so how much later a message whose delivery was lost comes back (the template's FlowTimeouts mapping)."""
+    return VISIBILITY_TIMEOUTS_PER_FLOW_TIMEOUT * flow_function_timeout_seconds()
 
 
 def visibility_seconds(seconds: float) -> float:

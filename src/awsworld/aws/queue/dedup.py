@@ -64,13 +64,13 @@ from botocore.exceptions import ClientError
 from ...settings import SETTINGS, Settings
 from ...world import queue_keys
 from ...world.errors import ThrottledError
-from ...world.queue import key_horizon_seconds
+from ...world.queue import key_horizon_seconds, queue_visibility_timeout_seconds
 from ...world.queue_keys import KeyMarker
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb, now_iso, to_ddb, to_ddb_value
 from ..dynamodb.reads import get_item
 from ..keys import dedup_key
-from ..resources import QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS, TTL_ATTRIBUTE
+from ..resources import QUEUE_RETENTION_SECONDS, TTL_ATTRIBUTE
 
 MAX_ATTEMPTS = 30
 TTL_SLACK_SECONDS = 24 * 3600
@@ -116,9 +116,13 @@ async def _backoff(attempt: int) -> None:
 
 class DedupMarkers:
     def __init__(self, clients: AWSClients, *, retention_seconds: int = QUEUE_RETENTION_SECONDS,
-                 visibility_seconds: int = QUEUE_VISIBILITY_TIMEOUT_SECONDS,
+                 visibility_seconds: int | None = None,
                  clock: Callable[[], float] = time.time, lease_seconds: float | None = None) -> None:
+        """``visibility_seconds``: the queue's visibility timeout (None: the deployed flow timeout's,
+        ``world.queue.queue_visibility_timeout_seconds``), so a key is held while its message may be in flight."""
         self.clients = clients
+        if visibility_seconds is None:
+            visibility_seconds = queue_visibility_timeout_seconds()
         self.horizon = key_horizon_seconds(retention_seconds, visibility_seconds)
         self.clock = clock
         if lease_seconds is None:

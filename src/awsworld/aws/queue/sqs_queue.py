@@ -30,7 +30,7 @@ from ...world.queue import (
 )
 from ...world.queue_keys import KeyMarker
 from ..clients import AWSClients
-from ..resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
+from ..resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS
 from .dedup import Claim, DedupMarkers
 from .deliveries import QueueConsumer
 from .queue_envelope import INLINE_BODY_LIMIT, Envelope, QueuePayloads, from_epoch, new_message_id
@@ -64,7 +64,7 @@ class SqsQueue:
         dlq_url: str | None = None,
         max_hop_seconds: int = MAX_SQS_DELAY_SECONDS,
         retention_seconds: int = QUEUE_RETENTION_SECONDS,
-        visibility_seconds: int = QUEUE_VISIBILITY_TIMEOUT_SECONDS,
+        visibility_seconds: int | None = None,
         inline_body_limit: int = INLINE_BODY_LIMIT,
         max_parallel_sends: int = 16,
         clock: Callable[[], float] = time.time,

@@ -30,6 +30,9 @@ from ...settings import SETTINGS, Settings
 from ..errors import InvalidInputError, StepRunningElsewhereError
 from .state import frozen
 
+DELIVERY_MARGIN_SECONDS = 10.0
+"""What a delivery keeps of its invocation after its budget (``_worker.dispatch.budget_deadline``): room to write a
+continuation before the flow function's timeout stops it."""
 LEASE_GRACE_ENV = Settings.lease_grace_seconds.env
 DEFAULT_LEASE_GRACE_SECONDS = Settings.lease_grace_seconds.default
 DEFAULT_LEASE_SECONDS = 110.0 + DEFAULT_LEASE_GRACE_SECONDS
