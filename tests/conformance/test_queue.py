@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from awsworld._http.push import push_envelope
 from awsworld._memory.queue import MemoryQueue
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import AWSClients
@@ -25,6 +26,7 @@ from awsworld.aws.keys import dedup_key
 from awsworld.aws.queue.dedup import Claim, DedupInDoubtError
 from awsworld.aws.queue.deliveries import Deferred, Outcome, Refused
 from awsworld.aws.queue.sqs_queue import SqsQueue
+from awsworld.aws.retention import expiry_tagging
 from awsworld.world import Delivery, InvalidInputError
 from awsworld.world.errors import WorldSetupError
 
@@ -435,6 +437,34 @@ async def test_large_payload_rides_in_s3(sqs_s3_world: AWSWorld) -> None:
 
     deliveries = {d.message_id: d for d in await drain(world.sqs_queue.consumer(PREFIX), 2)}
     assert deliveries[message_id].payload == big
+
+
+async def test_a_large_payload_is_stored_under_the_run_it_names(sqs_s3_world: AWSWorld) -> None:
+    """Where a payload over the inline limit lands (``world.queue.named_run``): under the run's prefix, tagged with
+    its expiry class, when it names its run by ``runId`` or ``workflowRunId`` (the Workflow SDK's step message), or
+    its push envelope's message does (the World server's ``deliverTo``); under ``queue/``, untagged (a lifecycle rule
+    of its own expires those), when it names none or names an id no key may hold. Each comes back whole."""
+    world = sqs_s3_world
+    blob = "x" * (210 * 1024)
+    step_message = {"workflowName": "order", "workflowRunId": "wrun_step", "workflowStartedAt": 1,
+                    "stepId": "step_1", "blob": blob}
+    pushed = push_envelope("__wkf_step_order", {"runId": "wrun_pushed", "blob": blob}, "http://localhost:3000")
+    expected = {"wrun_step": step_message, "wrun_pushed": pushed, "queue-a": {"blob": blob},
+                "queue-b": {"runId": "../wrun_other", "blob": blob}, "queue-c": [blob]}
+    sent = {name: await world.queue(QUEUE, payload) for name, payload in expected.items()}
+
+    s3 = await world.clients.s3()
+    bucket = world.config.bucket_name
+    keys = {o["Key"] for o in (await s3.list_objects_v2(Bucket=bucket)).get("Contents", [])}
+    tagging = expiry_tagging(world.clients.retention.object_expiry("wrun_step"))
+    for name, message_id in sent.items():
+        key = (f"queue/{message_id}.json" if name.startswith("queue-") else
+               f"runs/{name}/queue/{message_id}.json")
+        assert key in keys, (name, sorted(keys))
+        tags = (await s3.get_object_tagging(Bucket=bucket, Key=key))["TagSet"]
+        assert "&".join(f"{t['Key']}={t['Value']}" for t in tags) == ("" if name.startswith("queue-") else tagging)
+    deliveries = {d.message_id: d.payload for d in await drain(world.sqs_queue.consumer(PREFIX), len(sent))}
+    assert deliveries == {sent[name]: payload for name, payload in expected.items()}
 
 
 # -- batches --------------------------------------------------------------------------------------------------------

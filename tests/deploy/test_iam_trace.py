@@ -36,9 +36,15 @@ from typing import Any
 import httpx
 import pytest
 from botocore.exceptions import ClientError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from awsworld import Client, Concurrency, Schedule, create_hook, get_writable, resume_hook, sleep, step, workflow
 from awsworld import aws as aws_package
+from awsworld._http.listen import listening
+from awsworld._http.push import FLOW_ROUTE
 from awsworld._worker.tick import TICK_BODY
 from awsworld.authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from awsworld.aws import AWSWorld
@@ -899,10 +905,39 @@ async def run_world_server_workload(local: LocalAWS, http: httpx.AsyncClient, fl
     queued = await http.post("/v1/queue", json={"queueName": "__wkf_workflow_order", "message": {"runId": run_id},
                                                 "deliverTo": "http://127.0.0.1:3000", "opts": {"delaySeconds": 900}})
     assert queued.status_code == 200, queued.text
+    await push_large_messages(http, esm, run_id, deployment)
     await server.events.create(run_id, {"eventType": "run_completed", "specVersion": 5,
                                         "eventData": {"output": large}})
     assert (await server.runs.wait_for_terminal_status(run_id, timeout=5)).status == "completed"
     assert [e.event_type for e in (await server.events.list(run_id)).data][-1] == "run_completed"
+
+
+async def push_large_messages(http: httpx.AsyncClient, esm: EventSourceMapping, run_id: str,
+                              deployment: str) -> None:
+    """Messages over the inline limit that the TypeScript runtime queues for its app (``deliverTo``): the server
+    stores each payload in S3, and the flow function reads it back and POSTs it to the app. The runtime's workflow
+    message with its run's input (a resilient start's ``runInput``) names its run, inside the push envelope
+    (stored under the run's prefix); a message of the app's own names none (stored under ``queue/``)."""
+    received: list[Any] = []
+
+    async def flow_route(request: Request) -> JSONResponse:
+        received.append(json.loads(await request.body()))
+        return JSONResponse({"ok": True})
+
+    named = {"runId": run_id, "runInput": {"input": _bytes(b"i" * (200 * KIB)), "deploymentId": deployment,
+                                           "workflowName": "workflow//./app//order", "specVersion": 5}}
+    unnamed = {"blob": "n" * (210 * KIB)}
+    async with listening(Starlette(routes=[Route(FLOW_ROUTE, flow_route, methods=["POST"])])) as pushed_to:
+        for message in (named, unnamed):
+            queued = await http.post("/v1/queue", json={"queueName": "__wkf_workflow_order", "message": message,
+                                                        "deliverTo": pushed_to.url})
+            assert queued.status_code == 200, queued.text
+
+        async def both_pushed() -> bool:
+            return len(received) == 2
+
+        await esm.run_until(both_pushed, timeout=60)
+    assert sorted(received, key=lambda body: "runId" in body) == [unnamed, named]
 
 
 # ------------------------------------------------------------------------------------------ the check
@@ -984,7 +1019,7 @@ def test_the_world_servers_workload_calls_every_route_it_serves(
         traced: dict[str, Trace], world_server: tuple[httpx.AsyncClient, FunctionUrl, Trace]) -> None:
     """A guard on the World server's workload: each route of the app (``_http/app.py``) was requested, so a route
     added to the server is traced (or this fails, naming it)."""
-    from starlette.routing import Match, Route
+    from starlette.routing import Match
 
     from awsworld._http.app import create_app
     from awsworld._http.auth import Auth
@@ -1007,6 +1042,7 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
     assert {("sqs:SendMessage", "FlowQueue"), ("sqs:SendMessage", "DeadLetterQueue"),
             ("lambda:InvokeFunction", "FlowFunction:*"),
             ("sqs:ChangeMessageVisibility", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:GetObject", "runs/*"),
+            ("s3:GetObject", "queue/*"),
             ("dynamodb:ConditionCheckItem", "table"), ("kms:GenerateDataKey", "PayloadKmsKeyArn"),
             ("kms:Decrypt", "PayloadKmsKeyArn")} <= flow_grants
     webhook_grants = traced["WebhookFunctionRole"].grants
@@ -1016,7 +1052,7 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
     server_grants = traced["WorldServerFunctionRole"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:PutObjectTagging", "runs/*"),
             ("s3:GetObject", "runs/*"), ("s3:DeleteObject", "runs/*"), ("dynamodb:Query", "index/byWorkflow"),
-            ("dynamodb:Query", "index/byStatus"), ("dynamodb:PutItem", "table"),
+            ("dynamodb:Query", "index/byStatus"), ("dynamodb:PutItem", "table"), ("s3:PutObject", "queue/*"),
             ("kms:GenerateDataKey", "PayloadKmsKeyArn"), ("kms:Decrypt", "PayloadKmsKeyArn")} <= server_grants
     client_grants = traced["ClientPolicy"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:PutObjectTagging", "runs/*"),

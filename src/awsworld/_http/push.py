@@ -38,13 +38,10 @@ from urllib.parse import urlsplit
 from ..settings import SETTINGS
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, SdkRunError
-from ..world.queue import DEFAULT_QUEUE_PREFIX, Delivery, parse_queue_name
+from ..world.queue import DEFAULT_QUEUE_PREFIX, PUSH_FIELD, Delivery, parse_queue_name
 
 log = logging.getLogger("awsworld.push")
 
-PUSH_FIELD = "$push"
-"""The payload key that makes a queue message a push envelope (an awsworld flow message has ``runId`` and
-``workflowName`` instead)."""
 FLOW_ROUTE = "/.well-known/workflow/v1/flow"
 STEP_ROUTE = "/.well-known/workflow/v1/step"
 STEP_PREFIX_MARK = "wkf_step_"

@@ -12,13 +12,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..settings import SETTINGS, Settings
 from .errors import InvalidInputError, PayloadTooLargeError
+from .ids import check_entity_id
 from .limits import json_size_over, text_size_over, value_json
 from .wire_model import WireModel
 
@@ -140,6 +141,36 @@ def payload_json(payload: Any, max_bytes: int) -> str:
         del text  # (a traceback keeps this frame: ``limits.encode_value``)
         raise _payload_too_large(size, max_bytes)
     return text
+
+
+PUSH_FIELD = "$push"
+"""The payload key that makes a queue message a push envelope (``_http/push.py``: the message, for an app of the
+Workflow SDK's TypeScript runtime, under ``message``; an awsworld flow message has ``runId`` and ``workflowName``
+instead)."""
+RUN_ID_FIELDS = ("runId", "workflowRunId")
+"""The fields a queue message names its run by: ``runId`` on awsworld's flow messages (``world/messages.py``) and the
+Workflow SDK's workflow messages, ``workflowRunId`` on the SDK's step messages (``@workflow/world``'s
+``StepInvokePayloadSchema``)."""
+
+
+def named_run(payload: Any) -> str | None:
+    """The run a queue payload belongs to, or None: its first ``RUN_ID_FIELDS`` field, a push envelope's own
+    message's (``PUSH_FIELD``), when that is a valid run id. Why it matters: the AWS World stores a payload over the
+    inline limit under its run's prefix, where the run's retention expires it, and under ``queue/`` only when it
+    names no run (``aws/queue/queue_envelope.py``)."""
+    fields = _fields(payload)
+    if isinstance(fields.get(PUSH_FIELD), dict):
+        fields = _fields(fields.get("message"))
+    run_id = next((value for name in RUN_ID_FIELDS if (value := fields.get(name)) is not None), None)
+    try:
+        return check_entity_id(run_id, "runId") if isinstance(run_id, str) else None
+    except InvalidInputError:
+        return None
+
+
+def _fields(value: object) -> dict[str, object]:
+    """A JSON object's fields (a payload is JSON: its keys are strings), or none for any other value."""
+    return cast("dict[str, object]", value) if isinstance(value, dict) else {}
 
 
 def check_payload_size(payload: Any, max_bytes: int) -> None:

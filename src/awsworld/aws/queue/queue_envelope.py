@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError
 from ...world.ids import check_entity_id, new_ulid
-from ...world.queue import check_idempotency_key, parse_queue_name, payload_json
+from ...world.queue import check_idempotency_key, named_run, parse_queue_name, payload_json
 from ..clients import AWSClients
 from ..resources import QUEUE_PREFIX, RUNS_PREFIX, run_prefix
 from ..retention import expiry_tagging
@@ -147,8 +147,10 @@ def payload_run(ref: dict[str, Any]) -> str | None:
 
 
 class QueuePayloads:
-    """Large payloads as S3 objects: under the run's prefix when the payload names a run (so per-run
-    lifecycle and retention cover it), else under ``queue/``. Objects are immutable and never deleted on
+    """Large payloads as S3 objects: under the run's prefix when the payload names a run (``world.queue.named_run``:
+    ``runId``, ``workflowRunId``, or either in a push envelope's message), so per-run lifecycle and retention cover
+    it, else under ``queue/`` (the flow function reads those back, the World server writes them: the template's
+    ``QueuePayloads`` grants). Objects are immutable and never deleted on
     acknowledgement, because a standard queue may still hand a duplicate of the message to a second consumer;
     the bucket's lifecycle rules expire them."""
 
@@ -159,12 +161,7 @@ class QueuePayloads:
     def _key(self, envelope: Envelope) -> tuple[str, str | None]:
         """The payload's key, and its tags: a run's expiry class under the run's prefix (aws/retention.py), none
         under ``queue/`` (a rule of its own expires those)."""
-        payload = envelope.payload
-        run_id = payload.get("runId") if isinstance(payload, dict) else None
-        try:
-            run = check_entity_id(run_id, "runId") if isinstance(run_id, str) else None
-        except InvalidInputError:
-            run = None
+        run = named_run(envelope.payload)
         if run is None:
             return f"{QUEUE_PREFIX}{envelope.message_id}.json", None
         tagging = expiry_tagging(self.clients.retention.object_expiry(run))
