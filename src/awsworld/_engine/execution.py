@@ -65,7 +65,7 @@ from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..durable.json_data import JSONValue
 from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
-from ..world.limits import encode_value, max_value_bytes, too_large_text
+from ..world.limits import encode_value, max_value_bytes, oversized_call, too_large_text
 from ..world.rules import lifetime
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
@@ -95,8 +95,13 @@ class LogGapError(RuntimeError):
 
 
 class WorkflowExecution:
-    def __init__(self, run_id: str, definition: WorkflowDef, registry: Registry, seed: str) -> None:
+    def __init__(self, run_id: str, definition: WorkflowDef, registry: Registry, seed: str, *,
+                 max_value_bytes: int | None = None) -> None:
+        """``max_value_bytes``: the bound of the World the run's flow writes to (``World.max_value_bytes``; None:
+        not known here), for refusing a step's input over it before it is dumped (``declare_step``) and again
+        where a replay's log goes past such a call (``_refuse_unrecordable``)."""
         self.run_id = run_id
+        self.max_value_bytes = max_value_bytes
         self.definition = definition
         self.registry = registry
         self.seed = seed
@@ -514,13 +519,28 @@ class WorkflowExecution:
         the call's display name (``authoring.names``: recorded, never compared on replay)."""
         shown = display_name(name)  # refused (InvalidNameError) before the call takes a position
         op_id = self._next_id("step")
-        payload = self._step_input(definition, args, kwargs, op_id)
+        refusal = self._oversized_input(definition, args, kwargs, op_id)
+        payload = None if refusal is not None else self._step_input(definition, args, kwargs, op_id)
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
         op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll, name=shown,
                     wakes_on=wakes_on.get())
         self._declare(op)
+        if refusal is not None:
+            self.refuse(op, too_large(op, "input", refusal.message))
         return op
+
+    def _oversized_input(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any],
+                         op_id: str) -> PayloadTooLargeError | None:
+        """The World's refusal of a new step call's input, found before the input is dumped
+        (``limits.oversized_call``, against ``max_value_bytes``): a records list's copy and its JSON text cost
+        4.4 times its size before the World refused them (``bench/oversized_values.py``). The call takes its
+        position and is refused as the World's refusal is (``refuse``): no event, and every replay refuses it at
+        the same point. Not asked of a call the log records (accepted when it was made, under whatever bound
+        then) nor of one through an ``args_codec`` (stored as its codec's text, measured by the World)."""
+        if definition.args_codec is not None or op_id in self.step_created:
+            return None
+        return oversized_call(args, kwargs, "eventData.input", self.max_value_bytes)
 
     def _step_input(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], op_id: str) -> Any:
         """A step call's input as the log stores it (an args_codec's failure is a CodecError, raised at the call)."""
@@ -656,13 +676,14 @@ class WorkflowExecution:
 
     def _refuse_unrecordable(self) -> bool:
         """Refuse again the calls not in the log whose value the World refused to record (a step's input, a hook's
-        metadata over ``AWSWORLD_MAX_VALUE_BYTES``), when the log goes on past them: True if any. The flow
-        declared them, was refused (``refuse``), and the body went on (a workflow may catch the
+        metadata over the World's bound, ``max_value_bytes``, or this process's ``AWSWORLD_MAX_VALUE_BYTES`` when
+        that is not known), when the log goes on past them: True if any. The flow declared them, was refused
+        (``refuse``), and the body went on (a workflow may catch the
         ``ValueTooLargeError``) to calls the log records; a replay makes the same calls, blocked on calls with no
         event, and met those later events as a divergence. Checked only where an event finds no call of its
         own, so a replay pays nothing for it; a call with no event that is not over the bound is left to be
         the divergence it is."""
-        limit = max_value_bytes()
+        limit = self.max_value_bytes if self.max_value_bytes is not None else max_value_bytes()
         refused = False
         for op in list(self._new.values()):
             value, what = (op.input, "input") if isinstance(op, StepOp) else \

@@ -188,6 +188,11 @@ def _size_over(value: object, max_bytes: int, *, data: bool) -> int | None:
     ``max_bytes``, measured a part at a time when ``_rough_size`` says it may be over a quarter of the bound."""
     if _rough_size(value, [_ROUGH_NODES]) <= max_bytes // 4:
         return None
+    return _measured_over(value, max_bytes, data=data)
+
+
+def _measured_over(value: object, max_bytes: int, *, data: bool) -> int | None:
+    """``_size_over`` without its guess: ``value``'s JSON measured a part at a time."""
     try:
         size = sum(_part_size(part) for part in serde.json_parts(value, data=data))
     except (SerializationError, TypeError, ValueError, RecursionError):  # (UnicodeEncodeError is a ValueError)
@@ -205,6 +210,26 @@ def oversized(value: object, field: str, max_bytes: int | None) -> PayloadTooLar
         return None  # (a step's result is often a number: ``bench/testing.py --instructions``)
     if (size := dumped_size_over(value, max_bytes)) is not None:
         return _too_large(field, size, max_bytes)
+    return None
+
+
+def oversized_call(args: tuple[object, ...], kwargs: Mapping[str, object], field: str,
+                   max_bytes: int | None) -> PayloadTooLargeError | None:
+    """``oversized`` for a call's arguments as ``codecs.store_call`` stores them without a codec
+    (``{"args": [...], "kwargs": {...}}``): a step's input, asked by the workflow at every step call
+    (``_engine/execution.py``, ``declare_step``) before the arguments are dumped. A call of numbers costs a type
+    check an argument and one of texts a ``len``; only one that may be over a quarter of the bound
+    (``_rough_size``) is measured, its arguments' container made then (``bench/testing.py --instructions``)."""
+    if max_bytes is None:
+        return None
+    budget, rough, quarter = [_ROUGH_NODES], 0, max_bytes // 4
+    for value in (*args, *kwargs.values()):
+        kind = _type_of(value)
+        if kind is not int and kind is not float and kind is not bool and value is not None:
+            rough += len(value) if kind is str else _rough_size(value, budget)
+            if rough > quarter:
+                size = _measured_over({"args": list(args), "kwargs": dict(kwargs)}, max_bytes, data=False)
+                return None if size is None else _too_large(field, size, max_bytes)
     return None
 
 
