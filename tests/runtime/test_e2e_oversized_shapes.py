@@ -116,8 +116,9 @@ async def step_input(kind: str, size: int) -> Any:
         seen: Any = await measure(shaped(kind, size - ARGUMENTS))
     except ValueTooLargeError as error:
         seen = str(error)
+    await sleep(0.1)  # (the next delivery replays the call from the log; the sleep's length is checked there)
     await note(seen)
-    await sleep(0.1)  # (the next delivery replays the call from the log)
+    await sleep(0.1)  # (and the one after it, where what it sees is checked against note's input)
     return seen
 
 
@@ -127,6 +128,9 @@ async def child_input(kind: str, size: int) -> Any:
         seen: Any = await takes(child_shaped(kind, size))
     except ChildWorkflowError as error:
         seen = {"type": error.error_type, "message": str(error)}
+    # Its replay went on from the refusal at another time than the first delivery had (the refusal came with
+    # the write of the call's hook): this sleep's end differed, and the run failed as CORRUPTED_EVENT_LOG.
+    await sleep(0.1)
     await note(seen)
     await sleep(0.1)
     return seen
@@ -212,9 +216,9 @@ async def test_a_step_input_one_byte_over_is_refused_at_the_call_on_every_replay
     assert seen == f"the input of step 'oversized-shapes.measure' (step_1) is too large to record: " \
         f"{too_large(BOUND + 1)}", seen
     assert "measure" not in RAN  # the step never ran
-    # Nothing written for the refused call (step_1); what the first delivery saw (note's input) is what the
-    # replay after the sleep saw (the run's result), and replaying the whole log again sees it too.
-    assert await calls_written(run) == ["step_created:step_2", "step_completed:step_2"]
+    # Nothing written for the refused call (step_1); each delivery's replay saw what the first delivery did (the
+    # sleep's end, note's input, the run's result), and replaying the whole log again sees it too.
+    assert await calls_written(run) == ["step_created:step_3", "step_completed:step_3"]
     [noted] = [e for e in await run.events() if e.event_type == "step_created"]
     assert serde.loads((noted.event_data or {})["input"]) == {"args": [seen], "kwargs": {}}
     assert (await replay_run(e2e.world, run.run_id)).status == "ok"
@@ -231,7 +235,7 @@ async def test_a_child_input_one_byte_over_is_refused_at_the_call_on_every_repla
         f"child run {run.run_id}.step_1 (oversized-shapes.takes) could not be started: the input of step "
         f"'awsworld.start_child' (step_1) is too large to record: {too_large(BOUND + 1)}")}, seen
     assert await run.children() == []  # no child run
-    assert await calls_written(run) == ["step_created:step_3", "step_completed:step_3"]  # (its hook: hook_2)
+    assert await calls_written(run) == ["step_created:step_4", "step_completed:step_4"]  # (its hook: hook_2)
     assert (await replay_run(e2e.world, run.run_id)).status == "ok"
     taken = await e2e.run(child_input, kind, BOUND)
     assert taken == size_of(child_shaped(kind, BOUND)), taken

@@ -65,7 +65,14 @@ from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..durable.json_data import JSONValue
 from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
-from ..world.limits import encode_value, max_value_bytes, oversized_call, too_large_text
+from ..world.limits import (
+    NUMBERS,
+    encode_value,
+    max_value_bytes,
+    oversized_call,
+    oversized_nested_call,
+    too_large_text,
+)
 from ..world.rules import lifetime
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
@@ -513,13 +520,22 @@ class WorkflowExecution:
         return self.declare_step(definition, args, kwargs, poll=poll, name=name).future
 
     def declare_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                     poll: PollSpec | None = None, name: str | None = None) -> StepOp:
+                     poll: PollSpec | None = None, name: str | None = None,
+                     refusal: PayloadTooLargeError | None = None) -> StepOp:
         """Declare a step call at the next position without awaiting it (``call_step`` awaits it at once; a child
         workflow's start declares its step and then the hook its outcome comes back on, in one go). ``name``:
-        the call's display name (``authoring.names``: recorded, never compared on replay)."""
+        the call's display name (``authoring.names``: recorded, never compared on replay). ``refusal``: the
+        World's refusal of its input, found by its caller (``oversized_child_input``); else asked here."""
         shown = display_name(name)  # refused (InvalidNameError) before the call takes a position
         op_id = self._next_id("step")
-        refusal = self._oversized_input(definition, args, kwargs, op_id)
+        if refusal is None and self.max_value_bytes is not None:
+            for value in args:  # (a call of numbers: a type check each, no call, under the determinism guard's hook)
+                if value.__class__ not in NUMBERS:
+                    refusal = self._oversized_input(definition, args, kwargs, op_id)
+                    break
+            else:
+                if kwargs:
+                    refusal = self._oversized_input(definition, args, kwargs, op_id)
         payload = None if refusal is not None else self._step_input(definition, args, kwargs, op_id)
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
@@ -541,6 +557,14 @@ class WorkflowExecution:
         if definition.args_codec is not None or op_id in self.step_created:
             return None
         return oversized_call(args, kwargs, "eventData.input", self.max_value_bytes)
+
+    def oversized_child_input(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any],
+                              start_args: tuple[Any, ...], start_kwargs: dict[str, Any]) -> PayloadTooLargeError | None:
+        """``_oversized_input`` for a child call's start step at the next position, before the child's arguments
+        are dumped (``start_args``: the start step's, None where they go; ``limits.oversized_nested_call``)."""
+        if definition.args_codec is not None or f"step_{self.counter + 1}" in self.step_created:
+            return None
+        return oversized_nested_call(args, kwargs, start_args, start_kwargs, "eventData.input", self.max_value_bytes)
 
     def _step_input(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], op_id: str) -> Any:
         """A step call's input as the log stores it (an args_codec's failure is a CodecError, raised at the call)."""
