@@ -302,7 +302,8 @@ def looks_first(event_type: str) -> bool:
     """Whether a value of ``event_type`` is looked at (``json_size_over``) before its JSON is made
     (``encode_value``'s ``look``): every value but a step's input, which every step call carries: a look
     costs about 0.5 us a value, 0.6% of a serial step's instructions in ``bench/testing.py --instructions``.
-    A step's input over the bound is refused in the workflow all the same, at the cost of its JSON text."""
+    A step's input over the bound is refused by the workflow before it is dumped (``oversized_call``), or, where
+    the World's bound is not known there (``HttpWorld``), here, at the cost of its JSON text."""
     return event_type != "step_created"
 
 
