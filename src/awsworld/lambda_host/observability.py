@@ -40,6 +40,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.provider import cold_start
 
+from .._engine.execution import follow_deliveries
 from .._worker.delivery import (
     DEAD_LETTERED,
     DEFERRED_HOPS,
@@ -55,7 +56,6 @@ from .._worker.delivery import (
     STEP_DELIVERIES,
     UNKNOWN_WORKFLOW,
 )
-from .._engine.execution import follow_deliveries
 from .._worker.dispatch import Outcome
 from .._worker.rerouting import DEPLOYMENT_MISMATCHES, REROUTED, UNREACHABLE
 from ..authoring.runtime import current_runtime
