@@ -152,9 +152,9 @@ follow_deliveries(THREAD_LOCAL_KEYS)
 logging.getLogger("awsworld")
 copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
 
-#: The class names of the handler the Lambda Python runtime puts on the root logger before it imports the
-#: handler module (``awslambdaric/bootstrap.py``: ``LambdaLoggerHandler``, or ``LambdaLoggerHandlerWithFrameType``
-#: with a JSON log format or a log level), which writes ``[LEVEL] time request-id message`` lines.
+#: The class names of the handler the Lambda Python runtime puts on the root logger before it imports the handler
+#: module (the awslambdaric package's ``bootstrap._setup_logging``: ``LambdaLoggerHandler``, or
+#: ``LambdaLoggerHandlerWithFrameType`` with a JSON log format or a log level): ``[LEVEL] time request-id message``.
 LAMBDA_RUNTIME_HANDLERS = frozenset({"LambdaLoggerHandler", "LambdaLoggerHandlerWithFrameType"})
 
 
