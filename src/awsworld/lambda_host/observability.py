@@ -2,19 +2,20 @@
 
 One module decides what is recorded, so the code, the dashboard in ``infra/`` and the alarms agree on names:
 
-- Logs are JSON lines (Powertools Logger) carrying ids — ``runId``, ``stepId``, ``messageId`` (awsworld's
-  stable id), ``sqsMessageId`` — and statuses, sizes and counts. Never payloads, hook tokens, or request
-  headers: a payload can hold anything a user sends, and a webhook token is the webhook's only secret.
-  awsworld's own ``logging`` loggers (``awsworld.*``) get the same handler and formatter, so their lines are
-  JSON with the same ids. Per-record keys live in a context variable, which each concurrently processed
-  record (an asyncio task) has its own copy of. Of the Lambda context, a line keeps what an operator correlates
-  by, under Powertools' own key names: ``function_request_id`` (the invocation: Lambda's ``START``/``REPORT``
-  lines name it too), ``cold_start: true`` on the lines of the invocation that started its environment (absent
-  on a warm one), and ``xray_trace_id`` only when tracing is on. Powertools' ``inject_lambda_context`` would add
-  ``function_name``, ``function_memory_size``, ``function_arn``, ``cold_start: false`` and (Lambda sets the
-  trace header traced or not) the trace id to every line: about 240 B of a 450 to 800 B line, billed per byte
-  by CloudWatch, and said once already by the log group's name (``/aws/lambda/<stack>-flow``) and the
-  ``REPORT`` line (bench/cloudwatch_bytes.py measures it).
+- Logs are JSON lines (Powertools Logger) carrying ids — ``runId``, ``stepId``, ``messageId`` (awsworld's stable
+  id), ``sqsMessageId`` — and statuses, sizes and counts. Never payloads, hook tokens, or request headers: a payload
+  can hold anything a user sends, and a webhook token is the webhook's only secret. awsworld's own ``logging``
+  loggers (``awsworld.*``) get the same handler and formatter, so their lines are JSON with the same ids; so are the
+  lines of the user's own loggers in step and workflow code, with the run's and step's keys
+  (``log_every_line_here``, ``_with_run_keys``). Per-record keys live in a context variable, which each concurrently
+  processed record (an asyncio task) has its own copy of. Of the Lambda context, a line keeps what an operator
+  correlates by, under Powertools' own key names: ``function_request_id`` (the invocation: Lambda's
+  ``START``/``REPORT`` lines name it too), ``cold_start: true`` on the lines of the invocation that started its
+  environment (absent on a warm one), and ``xray_trace_id`` only when tracing is on. Powertools'
+  ``inject_lambda_context`` would add ``function_name``, ``function_memory_size``, ``function_arn``, ``cold_start:
+  false`` and (Lambda sets the trace header traced or not) the trace id to every line: about 240 B of a 450 to 800 B
+  line, billed per byte by CloudWatch, and said once already by the log group's name (``/aws/lambda/<stack>-flow``)
+  and the ``REPORT`` line (bench/cloudwatch_bytes.py measures it).
 - Metrics are CloudWatch Embedded Metric Format lines (Powertools Metrics) under one namespace (``awsworld``
   unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise) with the ``service`` dimension set to
   ``POWERTOOLS_SERVICE_NAME`` (the template uses the stack name, so two stages never mix their numbers).
