@@ -12,10 +12,10 @@ One module decides what is recorded, so the code, the dashboard in ``infra/`` an
   correlates by, under Powertools' own key names: ``function_request_id`` (the invocation: Lambda's
   ``START``/``REPORT`` lines name it too), ``cold_start: true`` on the lines of the invocation that started its
   environment (absent on a warm one), and ``xray_trace_id`` only when tracing is on. Powertools'
-  ``inject_lambda_context`` would add ``function_name``, ``function_memory_size``, ``function_arn``, ``cold_start:
-  false`` and (Lambda sets the trace header traced or not) the trace id to every line: about 240 B of a 450 to 800 B
-  line, billed per byte by CloudWatch, and said once already by the log group's name (``/aws/lambda/<stack>-flow``)
-  and the ``REPORT`` line (bench/cloudwatch_bytes.py measures it).
+  ``inject_lambda_context`` would add ``function_name``, ``function_memory_size``, ``function_arn``,
+  ``cold_start: false`` and (Lambda sets the trace header traced or not) the trace id to every line: about 240 B of
+  a 450 to 800 B line, billed per byte by CloudWatch, and said once already by the log group's name
+  (``/aws/lambda/<stack>-flow``) and the ``REPORT`` line (bench/cloudwatch_bytes.py measures it).
 - Metrics are CloudWatch Embedded Metric Format lines (Powertools Metrics) under one namespace (``awsworld``
   unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise) with the ``service`` dimension set to
   ``POWERTOOLS_SERVICE_NAME`` (the template uses the stack name, so two stages never mix their numbers).
