@@ -48,7 +48,7 @@ try:  # (a Ctrl-C while the command loads, before ``main`` runs: ``python -m aws
 
     from .. import __version__
     from ..deploy import init as deploy_init
-    from . import demo, deployments, dev, dlq, limits, park, replay, runs, schedules, serve, skip, ui, wake
+    from . import demo, deployments, dev, dlq, erase, limits, park, replay, runs, schedules, serve, skip, ui, wake
     from .errors import OPERATIONAL, SPLIT_HINT, USAGE, CliError, describe, split_json
 except KeyboardInterrupt:
     raise SystemExit(stopped()) from None
@@ -63,7 +63,7 @@ __all__ = ["COMMAND_GROUPS", "READER_GONE", "STOPPED", "CliError", "main", "run"
 COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
                                                  deploy_init.register, ui.register, wake.register,
                                                  skip.register, dlq.register, schedules.register, limits.register,
-                                                 park.register, serve.register, deployments.register]
+                                                 park.register, erase.register, serve.register, deployments.register]
 
 
 class CommandParser(argparse.ArgumentParser):
