@@ -23,6 +23,7 @@ from .helpers import (
     all_events,
     bucket_keys,
     hook_created,
+    module_world,
     new_run,
     on_aws,
     run_completed,
@@ -35,7 +36,6 @@ from .helpers import (
     unique,
 )
 from .helpers import attr_set as attr_set_event
-from .helpers import module_world
 
 module_local_aws, world = module_world()
 
@@ -136,7 +136,7 @@ async def test_an_unfinished_run_is_refused_and_nothing_is_deleted(world: AnyWor
     await world.events.create(run_id, hook_created(unique("hook"), unique("tok")))
     before, keys_before = await stored(world), await bucket_keys(world)
 
-    with pytest.raises(EntityConflictError, match="cancel it .* or fail it"):
+    with pytest.raises(EntityConflictError, match=r"cancel it .* or fail it"):
         await world.delete_run(run_id)
 
     assert await stored(world) == before

@@ -1,9 +1,10 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``rerun``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``,
 ``resume``, ``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``dlq``,
-``schedules``, ``limits``), move runs between the deployments they are pinned to (``deployments``, ``upgrade``),
-see them in a browser (``ui``), serve a World over HTTP (``serve``), check code changes against stored runs
-(``export``, ``replay``), and deploy (``init`` writes a SAM app, ``template`` prints its template).
+``schedules``, ``limits``), delete ended runs' data on request (``delete``), move runs between the deployments
+they are pinned to (``deployments``, ``upgrade``), see them in a browser (``ui``), serve a World over HTTP
+(``serve``), check code changes against stored runs (``export``, ``replay``), and deploy (``init`` writes a SAM
+app, ``template`` prints its template).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL (``dlq``
 also AWSWORLD_DLQ_URL) and the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for

@@ -5,9 +5,10 @@ The order makes a deletion cut short (a crash, throttling past the retries) one 
 items first (found from the run's log, which is still there), then the S3 objects, then every partition item but
 the head, and the head last, so a run still found still has everything that leads to the rest. Each global item
 is deleted with the condition that it still names the run (``runId = :run``): a token claimed since by another
-run's hook, say, stays that hook's. Plain ``DeleteItem`` and ``DeleteObjects`` requests, bounded in parallel:
-no transaction (a run's partition may hold more items than one can take) and no BatchWriteItem (one more action
-for the operator's policy, for no saving: both bill one write unit per item).
+run's hook, say, stays that hook's. Plain ``DeleteItem`` and ``DeleteObject`` requests, bounded in parallel:
+no transaction (a run's partition may hold more items than one can take), no BatchWriteItem (one more action
+for the policies, for no saving: both bill one write unit per item), and no ``DeleteObjects`` (authorized per
+object all the same, and its partial failures are answers to read rather than errors raised).
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from ..resources import PK, SK, run_prefix
 PARALLEL_DELETES = 16
 """How many deletions run at once: a run of a thousand steps is deleted in seconds, without a burst that an
 on-demand table's new partition would throttle."""
-S3_DELETE_BATCH = 1000
-"""The most keys one ``DeleteObjects`` takes."""
 
 ReadLog = Callable[[str], Awaitable[list[Event]]]
 """The run's whole log, without values (``world.events.list`` page by page)."""
@@ -88,18 +87,19 @@ class RunEraser:
                 raise
 
     async def _delete_objects(self, prefix: str) -> None:
+        """Every object under the run's prefix, listed a page at a time, each deleted by its own ``DeleteObject``
+        (a run holds few: only values over the inline limit, stream chunks, large queue payloads)."""
         s3 = await self.clients.s3()
         bucket = self.clients.config.bucket_name
+
+        async def delete(key: str) -> None:
+            await s3.delete_object(Bucket=bucket, Key=key)
+
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"ContinuationToken": token} if token else {}
-            listed = await s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=S3_DELETE_BATCH, **kwargs)
-            keys = [{"Key": item["Key"]} for item in listed.get("Contents", [])]
-            if keys:
-                answer = await s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-                if errors := answer.get("Errors"):
-                    raise RuntimeError(f"S3 did not delete {len(errors)} object(s) under {prefix}, the first "
-                                       f"{errors[0].get('Key')}: {errors[0].get('Code')} {errors[0].get('Message')}")
+            listed = await s3.list_objects_v2(Bucket=bucket, Prefix=prefix, **kwargs)
+            await _bounded(delete(item["Key"]) for item in listed.get("Contents", []))
             token = listed.get("NextContinuationToken")
             if not token:
                 return
