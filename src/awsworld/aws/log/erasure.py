@@ -32,7 +32,7 @@ PARALLEL_DELETES = 16
 on-demand table's new partition would throttle."""
 
 ReadLog = Callable[[str], Awaitable[list[Event]]]
-"""The run's whole log, without values (``world.events.list`` page by page)."""
+"""The run's whole log, without values (its World's ``events.list``, page by page)."""
 
 
 class RunEraser:
