@@ -1,13 +1,14 @@
 """``World.delete_run`` (a right-to-erasure request), the same on every World (moto, DynamoDB Local, memory):
 ``world/rules/erasure.py`` decides, ``_memory/storage.py`` and ``aws/log/erasure.py`` delete.
 
-- An ended run goes whole: it is not found, its events, steps and hooks list empty, its streams are gone, no S3
+- An ended run goes whole: it is not found, its events, steps and hooks listings answer as for an id no run ever
+  had, its streams are gone, no S3
   object is left under ``runs/<id>/``, its token resumes as one no hook holds, the ``resumeOnce`` id its hook
   recorded names nothing, and a run created with its id again is a new run. Every other run reads as before, and
   on AWS every item and object not of the run is still there, unchanged.
 - A token its run released and another run's hook claimed since stays that hook's.
-- A second deletion (a retry) answers False; an unfinished run is refused with ``EntityConflictError`` and
-  nothing is deleted.
+- A second deletion (a retry) answers False, an empty id is refused (``InvalidInputError``, ``runId``); an
+  unfinished run is refused with ``EntityConflictError`` and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any
 
 import pytest
 
-from awsworld.world import EntityConflictError, HookClosedError, HookNotFoundError, RunNotFoundError
+from awsworld.world import (
+    EntityConflictError,
+    HookClosedError,
+    HookNotFoundError,
+    InvalidInputError,
+    RunNotFoundError,
+)
 
 from .helpers import (
     AnyWorld,
@@ -144,5 +151,8 @@ async def test_an_unfinished_run_is_refused_and_nothing_is_deleted(world: AnyWor
     assert (await world.runs.get(run_id)).status == status
 
 
-async def test_an_unknown_run_is_no_error(world: AnyWorld) -> None:
+async def test_an_unknown_run_is_no_error_and_a_bad_id_is_refused(world: AnyWorld) -> None:
     assert await world.delete_run(unique("wrun")) is False
+    with pytest.raises(InvalidInputError) as refused:
+        await world.delete_run("")
+    assert refused.value.field == "runId"

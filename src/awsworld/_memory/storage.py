@@ -19,6 +19,7 @@ from ..world.cursors import HOOK_KEYS, STEP_KEYS, first_page
 from ..world.entities import TERMINAL_RUN_STATUSES, HookRecord, ResolveData, Run, Step
 from ..world.rules.erasure import check_erasable
 from ..world.rules.hooks import hook_status
+from ..world.rules.requests import check_run_id
 from ..world.rules.state import TokenState
 from ..world.shared.answers import hook_answer, step_answer
 from .log import MemoryLog
@@ -109,7 +110,7 @@ class MemoryStorage:
         values, steps, hooks, waits and resume markers) and the global records naming it (its tokens, released
         ones too, its hook ids, the ``resumeOnce`` ids its hooks recorded, its watch entry), in one synchronous
         step; False when there is no such run. An unfinished run is refused and nothing changes."""
-        run = self.state.runs.get(run_id)
+        run = self.state.runs.get(check_run_id(run_id))
         if run is None:
             return False
         check_erasable(run_id, run.status)

@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from ...world.events import Event
 from ...world.rules.erasure import check_erasable, erased_globals
+from ...world.rules.requests import check_run_id
 from ..clients import AWSClients
 from ..dynamodb.items import to_ddb
 from ..dynamodb.reads import get_item
@@ -40,7 +41,7 @@ class RunEraser:
         self.clients = clients
 
     async def delete_run(self, run_id: str, read_log: ReadLog) -> bool:
-        head = await get_item(self.clients, run_key(run_id))
+        head = await get_item(self.clients, run_key(check_run_id(run_id)))
         if head is None:
             return False
         check_erasable(run_id, str(head["status"]))

@@ -2,7 +2,8 @@
 
 ``World.delete_run`` (``world/protocol.py``) deletes what a run stored; this module decides when it may and which
 of the World's global records go with it, so the in-memory World (``_memory/storage.py``) and the AWS World
-(``aws/log/erasure.py``) delete the same things:
+(``aws/log/erasure.py``) delete the same things (``HttpWorld`` asks its server's World: ``DELETE /v1/runs/{id}``,
+``_http/app.py``):
 
 - **Only an ended run** (completed, failed, cancelled) is deleted (``check_erasable``): an unfinished one still
   has deliveries, a watchdog due, leases and limiter holds that would write to it again, or find half of it. It
