@@ -176,6 +176,12 @@ for _filter in (_for_the_root, _without_task_name, _with_run_keys):
     _root_handler.addFilter(_filter)
 
 
+def _runtime_handler_on_root() -> bool:
+    """Whether the root logger holds a Lambda runtime handler (``LAMBDA_RUNTIME_HANDLERS``): one or two handlers
+    looked at, a check cheap enough for every invocation."""
+    return any(type(handler).__name__ in LAMBDA_RUNTIME_HANDLERS for handler in logging.getLogger().handlers)
+
+
 def log_every_line_here(level: int | str) -> None:
     """Send every logger of the process without a handler of its own (the user's ``shop.orders``, a library's)
     through awsworld's handler: the same JSON line as awsworld's, with the delivery's keys and the run's
@@ -245,7 +251,9 @@ def _with_log_keys(handler: Handler, traced: bool) -> Handler:
 
     @functools.wraps(handler)
     def invocation(event: Any, context: Any, *rest: Any) -> Any:
-        if not routed:  # the cold start's first invocation: in the runtime's process, after it set up logging
+        # The cold start's first invocation, in the runtime's process after it set up logging; and any later one
+        # that finds a runtime handler back on the root (a host that set logging up again: each line stays once).
+        if not routed or _runtime_handler_on_root():
             log_every_line_here(logger.log_level)
             routed.append(True)
         logger.clear_state()
