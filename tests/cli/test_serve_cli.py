@@ -733,7 +733,7 @@ def test_a_web_page_of_another_site_cannot_cancel_a_run_on_a_loopback_server(
     """Without a token the server takes only JSON bodies a cross-site form cannot send, but two writes take no
     body: a page elsewhere that knew a run's id cancelled it with a form's POST to 127.0.0.1 (``Host`` a loopback
     name, no CORS needed to send it), and closed its streams. The browser's ``Origin`` is refused now, with nothing
-    written; programs (no ``Origin``) are answered as before."""
+    written; programs (no ``Origin``) are answered as before. Deleting a run takes no body either: refused alike."""
     url = with_workflows
     run_id = httpx.post(f"{url}/v1/client/start", json={
         "workflow": "runtime.test_client_helpers.hook_after_a_step", "args": ["tok-cross-site"]}).json()["runId"]
@@ -748,6 +748,12 @@ def test_a_web_page_of_another_site_cannot_cancel_a_run_on_a_loopback_server(
 
     mine = httpx.post(f"{url}/v1/client/runs/{run_id}/cancel", content=b"")  # a program: no Origin
     assert mine.status_code == 200 and mine.json()["status"] == "cancelled", mine.text
+    # Deleting the ended run (DELETE /v1/runs/{id}, World.delete_run): refused to the page, done for a program.
+    assert error_of(httpx.delete(f"{url}/v1/runs/{run_id}", headers=form), 403)["code"] == "cross-origin"
+    assert httpx.get(f"{url}/v1/runs/{run_id}").status_code == 200
+    deleted = httpx.delete(f"{url}/v1/runs/{run_id}")
+    assert deleted.status_code == 200 and deleted.json() == {"deleted": True}, deleted.text
+    assert error_of(httpx.get(f"{url}/v1/runs/{run_id}"), 404)["code"] == "run-not-found"
 
 
 @pytest.fixture(scope="module", params=["memory", "emulator"])

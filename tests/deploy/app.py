@@ -4,6 +4,7 @@ through ``AWSWORLD_MODULES``, exactly as a deployed function imports the user's 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 
 from awsworld import (
@@ -190,3 +191,30 @@ async def catches_big_input(size: int) -> str:
 @workflow(name="deploy.big_output")
 async def big_output(size: int) -> str:
     return (await echo("o" * size)) * 2  # the step's result fits; the workflow's return value does not
+
+
+#: A user's own logger, as a shop's module has one (docs/operate/monitoring.md#your-own-log-lines).
+SHOP_LOG = logging.getLogger("deploy.shop")
+
+
+@step(name="deploy.noted_inc")
+async def noted_inc(tag: str, x: int) -> int:
+    SHOP_LOG.info("incrementing %s", x)
+    SHOP_LOG.debug("below the level: never written")
+    await asyncio.sleep(0.35)
+    return x + 1
+
+
+@workflow(name="deploy.logs_own_lines")
+async def logs_own_lines(tag: str, n: int) -> int:
+    """Writes its own lines from its body and its steps: n serial steps of 0.35 s, longer than a 1 s budget, so
+    later deliveries replay the lines of the first; then a durable sleep, after which the replay the worker kept
+    goes on in the next delivery."""
+    SHOP_LOG.info("checkout began")
+    x = 0
+    for _ in range(n):
+        x = await noted_inc(tag, x)
+        SHOP_LOG.info("after step %s", x)
+    await sleep(1)
+    SHOP_LOG.warning("woke after the sleep")
+    return x

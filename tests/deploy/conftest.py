@@ -23,7 +23,7 @@ from awsworld.local import DUMMY_CREDENTIALS, LocalAWS
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
 from . import app
-from .lambda_env import REGION, EventSourceMapping
+from .lambda_env import REGION, EventSourceMapping, lambda_root_logger
 
 ROOT = Path(__file__).resolve().parents[2]
 # The handlers run on both SQS/S3 engines: what a deployed function meets is AWS, not one emulator's reading.
@@ -91,7 +91,8 @@ async def handlers(lambda_environment: dict[str, str]) -> AsyncIterator[Handlers
     """The entry points, on a default container rebuilt from this module's environment (a cold start)."""
     container = default_container()
     await asyncio.to_thread(container.reset)
-    yield Handlers(load_entry_point("flow").handler, load_entry_point("webhook").handler)
+    with lambda_root_logger():  # set up by the runtime before it imports the handler
+        yield Handlers(load_entry_point("flow").handler, load_entry_point("webhook").handler)
     await asyncio.to_thread(container.reset)
 
 

@@ -10,7 +10,9 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import os
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -43,6 +45,36 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class LambdaLoggerHandler(logging.Handler):
+    """What Lambda's Python runtime puts on the root logger before it imports the handler module, for a function
+    whose ``LoggingConfig`` is ``LogFormat: Text`` (awslambdaric's ``bootstrap._setup_logging``): its class name,
+    its line (``[LEVEL]<tab>time<tab>request id<tab>message``) written to stdout, and the root left at WARNING."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("[%(levelname)s]\t%(asctime)s.%(msecs)03dZ\t-\t%(message)s\n",
+                                            "%Y-%m-%dT%H:%M:%S"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stdout.write(self.format(record))
+
+
+@contextlib.contextmanager
+def lambda_root_logger() -> Iterator[None]:
+    """The root logger as Lambda's runtime sets it up, for the life of the block; then as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    root.addHandler(LambdaLoggerHandler())
+    root.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:  # (what the function added: its own, and the runtime's if still there; pytest's come and go)
+        for handler in list(root.handlers):
+            if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+                root.removeHandler(handler)
+        root.setLevel(level)
 
 
 @contextlib.contextmanager

@@ -210,3 +210,52 @@ async def test_a_step_delivery_line_has_the_keys_the_docs_show(
     # A cold invocation's lines add cold_start: true; the docs show a warm one. No taskName (Python 3.12+ would
     # name the record's asyncio task on each line).
     assert [sorted(set(line) - {"cold_start"}) for line in steps] == [sorted(shown)] * len(steps)
+
+
+def user_lines(lines: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    """The run's lines its own code wrote (``app.SHOP_LOG``), not awsworld's."""
+    return [line for line in of_run(lines, run_id) if line["location"].partition(":")[0] in ("noted_inc",
+                                                                                           "logs_own_lines")]
+
+
+async def test_the_users_own_lines_are_json_with_the_delivery_and_step_and_mark_replays(
+        local: LocalAWS, esm: EventSourceMapping, capsys: Any) -> None:
+    assert local.client is not None
+    run = await local.client.start(app.logs_own_lines, "own", 5)
+    # 11 s left in each invocation, less the runtime's 10 s margin: a 1 s budget, about three 0.35 s steps.
+    await esm.run_until(terminal(run), timeout_ms=11_000)
+    assert await run.result(timeout=1) == 5
+    out = capsys.readouterr().out
+    lines = logged(out)  # every line JSON: the runtime's text handler wrote none (it was taken off the root)
+    mine = user_lines(lines, run.run_id)
+    handled = {line["sqsMessageId"]: line for line in of_run(lines, run.run_id)
+               if line["message"].endswith("delivery handled")}
+    assert len(handled) >= 3, "the budget ran out at least once, then the sleep's message came"
+
+    steps = [line for line in mine if line["message"].startswith("incrementing")]
+    assert [line["message"] for line in steps] == [f"incrementing {x}" for x in range(5)], "each attempt's line once"
+    for line in steps:
+        assert line["level"] == "INFO" and line["stepName"] == "deploy.noted_inc" and line["stepAttempt"] == 1
+        assert line["stepId"].startswith("step_") and line["workflow"] == "deploy.logs_own_lines"
+        assert line["sqsMessageId"] in handled and set(line) >= DELIVERY_KEYS
+        assert "replaying" not in line
+    assert "below the level" not in out, "DEBUG is below the function's level (LogLevel: INFO)"
+
+    body = [line for line in mine if line["location"].startswith("logs_own_lines")]
+    assert all(set(line) >= DELIVERY_KEYS and line["sqsMessageId"] in handled for line in body)
+    assert all("stepId" not in line for line in body)
+    first = [line["message"] for line in body if "replaying" not in line]
+    assert first == ["checkout began", *(f"after step {x}" for x in range(1, 6)), "woke after the sleep"], \
+        "every line of the body once without the mark: `filter not ispresent(replaying)` tells the story"
+    replayed = [line for line in body if "replaying" in line]
+    assert replayed and all(line["replaying"] is True for line in replayed)
+    assert {line["message"] for line in replayed} <= set(first[:-1])
+    for line in replayed:  # written by a later delivery than the line it repeats
+        [original] = [o for o in body if o["message"] == line["message"] and "replaying" not in o]
+        assert line["sqsMessageId"] != original["sqsMessageId"]
+    [woke] = [line for line in body if line["message"] == "woke after the sleep"]
+    assert woke["level"] == "WARNING"
+    assert handled[woke["sqsMessageId"]]["outcome"] == "completed", \
+        "the line names the delivery that wrote it, not one of the kept replay's earlier deliveries"
+    raw = [line for line in out.splitlines() if '"deploy.shop"' in line or "checkout began" in line]
+    assert len(raw) == len(set(raw)), "no line printed twice"

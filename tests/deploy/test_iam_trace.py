@@ -6,7 +6,7 @@ and compare with that function's role in ``template.yaml``. The same for the ``C
 stack's ``ClientPolicyArn``): a client of its own (a web app's process) starts, reads, resumes, fails and cancels
 runs, and the policy must grant exactly what it calls. And for ``OperatorPolicy`` (``OperatorPolicyArn``): the
 ``awsworld`` commands an operator runs (``dlq`` and its redrive, ``limits``, ``schedules``, ``deployments`` and
-``upgrade``, ``wake``, ``skip``, ``fail``, the reads, starts, hooks and cancels) run in this process through
+``upgrade``, ``wake``, ``skip``, ``fail``, ``delete``, the reads, starts, hooks and cancels) run in this process through
 ``awsworld.cli.main``, every World they open traced into one ``Trace``, and the UI's API on a traced World too.
 
 A used action the role does not grant fails (the function would get AccessDenied in AWS); a granted action
@@ -101,22 +101,11 @@ NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
            for action in NETWORK_INTERFACE_ACTIONS},
     },
     "WebhookFunctionRole": LAMBDA_USES_THE_ROLE,
-    "WorldServerFunctionRole": {
-        ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
-                                     "run expired) with AccessDenied, and the server would answer a missing "
-                                     "value as a missing permission",
-        **LAMBDA_USES_THE_ROLE,
-    },
-    "ClientPolicy": {
-        ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
-                                     "run expired) with AccessDenied, and the client would report a permission "
-                                     "it has as missing",
-    },
-    "OperatorPolicy": {
-        ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
-                                     "run expired) with AccessDenied, and a command would report a permission "
-                                     "it has as missing",
-    },
+    # s3:ListBucket: deleting a run lists its runs/<id>/ prefix (World.delete_run), so the server, a client and an
+    # operator call it (and without it S3 would answer GetObject of a missing key with AccessDenied, not NoSuchKey).
+    "WorldServerFunctionRole": LAMBDA_USES_THE_ROLE,
+    "ClientPolicy": {},
+    "OperatorPolicy": {},
 }
 
 # The grants above that the template holds only when a parameter asks for them: absent with every parameter's
@@ -505,7 +494,8 @@ async def run_client_workload(local: LocalAWS, client: Client, flow_fn: Function
     """What a web app does with the client policy: start runs (a large input goes to S3; an idempotent start
     again with the same run id stores it and discards it), read them (result, run, steps, events, listings by
     workflow and by status, a stream, a child run the flow function created), resume one hook with a large
-    payload, fail another, cancel a run. The flow function runs the runs meanwhile; payloads are encrypted."""
+    payload, fail another, cancel a run, delete the resumed one. The flow function runs the runs meanwhile; payloads
+    are encrypted."""
     esm = EventSourceMapping(local.world, flow_fn.invoke)
     blob = "c" * (20 * KIB)
     big = await client.options(run_id=f"trace-client-{secrets.token_hex(6)}").start(streams_and_large_values, blob)
@@ -545,6 +535,8 @@ async def run_client_workload(local: LocalAWS, client: Client, flow_fn: Function
         await hooked[1].result(timeout=5)
     with pytest.raises(WorkflowRunCancelledError, match="trace"):
         await hooked[2].result(timeout=5)
+    # Erasure: the resumed run (its token, its payload's object under runs/<id>/) goes now (Client.delete_run).
+    assert await client.delete_run(hooked[0].run_id) is True
 
     # Schedules at run time (arguments over 1 KB: an item of their own): every call of client.schedules.
     schedules = client.schedules
@@ -699,6 +691,8 @@ async def run_operator_workload(local: LocalAWS, flow_fn: Function, ui_world: AW
     assert await local.client.get_run(hooked[0]).result(timeout=5) == "p" * (20 * KIB)
     assert await local.client.get_run(sleeping).result(timeout=5) == "slept"
     assert await pinned.result(timeout=5) == "moved"
+    # Erasure (awsworld delete): the resumed run, its token and the payload's object the command stored in S3.
+    assert (await operator("delete", hooked[0], "--yes")).strip() == f"deleted {hooked[0]}"
 
     # A limit while runs wait on it: the second run waits for the slot; the operator lists and describes the limit,
     # pauses and resumes it, raises it (the waiter starts), ends the runs and resets it.
@@ -822,7 +816,8 @@ async def run_world_server_workload(local: LocalAWS, http: httpx.AsyncClient, fl
     (``_http/app.py``). ``HttpClient`` (a ``Client`` on ``HttpWorld``) starts Python runs, which the flow function
     runs (a large input, stored in S3 under a new data key; the same start again with its run id), waits for them
     and reads them (the run, its steps, events and stream, the listings by workflow and by status, a child run the
-    flow function created), resumes a hook with a large payload, fails one and cancels a run; a plain HTTP service
+    flow function created), resumes a hook with a large payload, fails one, cancels a run and deletes the resumed
+    one; a plain HTTP service
     uses the ``/v1/client`` endpoints. The TypeScript runtime (``packages/world-awsworld``) keeps its runs in the
     server: it creates one with a large input, records its events (a step with a large input and result, a hook, a
     wait, attributes, a batch), writes, closes and reads a stream, reads the run's steps, hooks and events by every
@@ -868,6 +863,7 @@ async def run_world_server_workload(local: LocalAWS, http: httpx.AsyncClient, fl
     assert await hooked[0].result(timeout=5) == "p" * (20 * KIB)
     with pytest.raises(WorkflowRunCancelledError, match="trace"):
         await hooked[2].result(timeout=5)
+    assert await client.delete_run(hooked[0].run_id) is True  # DELETE /v1/runs/{run_id}
 
     # The TypeScript runtime's run: the server is its storage (nothing of it runs in the flow function).
     large = _bytes(b"t" * (20 * KIB))

@@ -528,13 +528,17 @@ async def test_another_thread_gets_the_real_clock_while_a_body_runs() -> None:
 
 
 STANDARD_LIBRARY_UNTOUCHED = """
-import asyncio, asyncio.tasks, datetime, random, sys, time, uuid
+import asyncio, asyncio.tasks, datetime, logging, random, sys, time, uuid
 
-MODULES = (time, uuid, random, asyncio, asyncio.tasks)
+MODULES = (time, uuid, random, asyncio, asyncio.tasks, logging)
 
 
 def snapshot():
-    return {(module.__name__, name): value for module in MODULES for name, value in vars(module).items()}
+    # (logging: its switches such as logAsyncioTasks, and the root logger's level and handlers, which a Lambda
+    # host sets up for its own process only: lambda_host/observability.py)
+    return {**{(module.__name__, name): value for module in MODULES for name, value in vars(module).items()},
+            ("logging.root", "level"): logging.root.level,
+            **{("logging.root", f"handler {i}"): handler for i, handler in enumerate(logging.root.handlers)}}
 
 
 def changed(before):
@@ -600,9 +604,10 @@ print("untouched")
 
 
 def test_importing_awsworld_and_running_a_workflow_leave_the_standard_library_as_it_is() -> None:
-    # In a fresh process: every attribute of time, uuid, random, asyncio and asyncio.tasks is the very object it
-    # was before ``import awsworld``, and still after a workflow (whose body called time, random and uuid4) ran,
-    # after one failed on a refusal and after one was cancelled; no profile hook is left either.
+    # In a fresh process: every attribute of time, uuid, random, asyncio, asyncio.tasks and logging (and the root
+    # logger's level and handlers) is the very object it was before ``import awsworld``, and still after a
+    # workflow (whose body called time, random and uuid4) ran, after one failed on a refusal and after one was
+    # cancelled; no profile hook is left either.
     done = subprocess.run([sys.executable, "-c", STANDARD_LIBRARY_UNTOUCHED], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "untouched", done.stdout + done.stderr

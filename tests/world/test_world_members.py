@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "awsworld"
 DISCOVERY = re.compile(r"\b(?:get|has)attr\((?:self\.)?world\b")
 RUNTIME_MEMBERS = ("clock", "watch", "schedules", "published", "deployments", "limiters", "streams", "runs",
                    "steps", "events", "hooks", "queue", "queue_batch", "get_deployment_id", "capabilities",
-                   "spec_version", "close", "max_value_bytes")
+                   "spec_version", "close", "max_value_bytes", "delete_run")
 
 
 def test_the_protocol_declares_what_the_runtime_reads() -> None:

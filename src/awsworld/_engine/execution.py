@@ -83,6 +83,21 @@ from .ops import HookOp, Op, StepOp, WaitOp
 from .replay_loop import ReplayLoop
 from .time_scale import TimeScale, recorded_factor
 
+DELIVERY_CONTEXT: list[contextvars.ContextVar[Any]] = []
+"""Context variables a workflow body reads as the delivery running it now has them (``follow_deliveries``)."""
+_UNSET = object()
+
+
+def follow_deliveries(variable: contextvars.ContextVar[Any]) -> None:
+    """Have workflow bodies read ``variable`` as the delivery that runs them has it. A body's task copies the
+    context once, when it starts; a replay a worker keeps for the run's next delivery (``KeptReplays``) goes on
+    in that copy, and would read the first delivery's value for good (the Lambda host's log keys: its lines
+    would name a message handled long ago). Each ``advance`` sets the driving delivery's value in the body's
+    context instead (``lambda_host/observability.py`` registers its log keys)."""
+    if variable not in DELIVERY_CONTEXT:
+        DELIVERY_CONTEXT.append(variable)
+
+
 RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})
 CLOCK_FROM_START = "clockFromStart"
 """``executionContext.clockFromStart``: the run's clock starts at its ``run_started``, not its ``run_created``.
@@ -132,6 +147,7 @@ class WorkflowExecution:
         self.now: datetime | None = None
         self.rng = random.Random(hashlib.sha256(f"{seed}:{run_id}".encode()).digest())
         self.task: asyncio.Task[Any] | None = None
+        self.context = contextvars.Context()  # the body task's own (``_start``)
         self.terminal: str | None = None
         self.failure: BaseException | None = None  # what ``advance`` raised: raised again by every later call
         self.refused = False  # an op the World refused to record (``refuse``): a state no event in the log shows
@@ -187,6 +203,11 @@ class WorkflowExecution:
     def _advance(self) -> None:
         if self.task is None:
             self._start()
+        else:
+            for variable in DELIVERY_CONTEXT:  # (``follow_deliveries``: the body's context is not entered now)
+                value = variable.get(_UNSET)
+                if value is not _UNSET:
+                    self.context.run(variable.set, value)
         # The determinism guard is on only while the replay loop runs workflow code (run_until_idle installs it):
         # applying an event runs none, and refuses nothing (no workflow task is running then), so it runs unhooked
         # rather than paying the profile hook on its every call.
@@ -228,7 +249,7 @@ class WorkflowExecution:
                 unbound = _unbound(self.definition.fn, call)
                 if unbound is not None:  # parameters changed since the run started: not a body that returned
                     raise dv.parameters(first, self.definition.name, *unbound, call)
-        context = contextvars.copy_context()
+        context = self.context = contextvars.copy_context()
         context.run(current_runtime.set, self)
         self.task = self.loop.create_task(self._body(raw, fresh, call), context=context)
         self.task.add_done_callback(self._body_ended)
@@ -484,6 +505,11 @@ class WorkflowExecution:
                 self.markers[change_id] = self.pending_markers[change_id] = self.cursor
             self.patch_answers[change_id] = answer
         return answer
+
+    def replaying(self) -> bool:
+        """Whether the code running now ran before (``WorkflowRuntime.replaying``): the log holds, past what the
+        body has consumed, something it did after this point, the test ``patched`` answers False by."""
+        return self._history_ahead()
 
     def _history_ahead(self) -> bool:
         """Whether the log holds, past what the workflow has consumed, something its code did after this point

@@ -91,6 +91,7 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
         route("/v1/queue", _queue, "POST"),
         route("/v1/runs", _list_runs, "GET"),
         route("/v1/runs/{run_id}", _get_run, "GET"),
+        route("/v1/runs/{run_id}", _delete_run, "DELETE"),
         route("/v1/runs/{run_id}/wait", _wait_run, "GET"),
         route("/v1/runs/{run_id}/attributes", _set_attributes, "POST"),
         route("/v1/runs/{run_id}/steps", _list_steps, "GET"),
@@ -369,6 +370,12 @@ async def _queue(served: Served, request: Request) -> Response:
 
 async def _get_run(served: Served, request: Request) -> Response:
     return _json(await served.world.runs.get(request.path_params["run_id"], resolve_data=_resolve(request)))
+
+
+async def _delete_run(served: Served, request: Request) -> Response:
+    """``World.delete_run``: ``{"deleted": true}``, or false when there was no such run (``world/rules/erasure.py``);
+    an unfinished run is refused (409)."""
+    return _json({"deleted": await served.world.delete_run(request.path_params["run_id"])})
 
 
 async def _wait_run(served: Served, request: Request) -> Response:

@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from ..world.clock import Clock
 from ..world.cursors import HOOK_KEYS, STEP_KEYS, first_page
 from ..world.entities import TERMINAL_RUN_STATUSES, HookRecord, ResolveData, Run, Step
+from ..world.rules.erasure import check_erasable
 from ..world.rules.hooks import hook_status
+from ..world.rules.requests import check_run_id
 from ..world.rules.state import TokenState
 from ..world.shared.answers import hook_answer, step_answer
 from .log import MemoryLog
@@ -100,6 +102,25 @@ class MemoryStorage:
             return [], False
         ids, more = _page(run.hooks, after, HOOK_KEYS, limit)
         return [hook_answer(run_id, run.hooks[i], hook_status(run.status), resolve, run.value_at) for i in ids], more
+
+    # ------------------------------------------------------------------ erasure
+
+    def delete_run(self, run_id: str) -> bool:
+        """``World.delete_run``'s storage part (``world/rules/erasure.py`` decides): the run's record (its log,
+        values, steps, hooks, waits and resume markers) and the global records naming it (its tokens, released
+        ones too, its hook ids, the ``resumeOnce`` ids its hooks recorded, its watch entry), in one synchronous
+        step; False when there is no such run. An unfinished run is refused and nothing changes."""
+        run = self.state.runs.get(check_run_id(run_id))
+        if run is None:
+            return False
+        check_erasable(run_id, run.status)
+        state = self.state
+        del state.runs[run_id]
+        state.tokens = {token: held for token, held in state.tokens.items() if held.run_id != run_id}
+        state.hook_runs = {hook: owner for hook, owner in state.hook_runs.items() if owner != run_id}
+        state.resumes_once = {key: holder for key, holder in state.resumes_once.items() if holder[0] != run_id}
+        state.watch.pop(run_id, None)
+        return True
 
     # ------------------------------------------------------------------ for the test environment
 

@@ -55,6 +55,10 @@ class MemoryStreamStore:
     async def run_status(self, run_id: str) -> str | None:
         return self.storage.run_status(run_id)
 
+    def forget(self, run_id: str) -> None:
+        """Drop the run's streams and their chunks (``World.delete_run``: the run has ended, so no writer is left)."""
+        self._runs.pop(run_id, None)
+
     def append(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
         """Append in order; return the first chunk's index."""
         existing = self.get(run_id, name)

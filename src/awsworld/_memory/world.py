@@ -47,6 +47,12 @@ class MemoryWorld(WorldBase):
         self._publish_with(self.memory_queue)
         self.streams = MemoryStreams(self.storage, max_value_bytes=limit)
 
+    async def delete_run(self, run_id: str) -> bool:
+        """Delete an ended run's records and streams (``world/rules/erasure.py``; ``MemoryStorage.delete_run``)."""
+        deleted = self.storage.delete_run(run_id)
+        self.streams.store.forget(run_id)
+        return deleted
+
     async def close(self) -> None:
         """Close the stream sessions still open."""
         await self.streams.aclose()

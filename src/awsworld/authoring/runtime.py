@@ -156,6 +156,12 @@ class WorkflowRuntime(Protocol):
 
     def patched(self, change_id: str) -> bool: ...
 
+    def replaying(self) -> bool:
+        """Whether the body is running code it ran before, in an earlier delivery (the log holds what it did
+        next): a line it logs now was logged then too. Not replay-stable, so never a branch of the body's: it
+        marks the body's log lines (``lambda_host/observability.py``)."""
+        ...
+
     def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool, codec: Codec[Any] | None = None,
                     name: str | None = None, timeout: When | None = None,
                     heartbeat_timeout: Duration | None = None, respond_with: JSONValue = None) -> HookHandle: ...

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from ..world.clock import SYSTEM_CLOCK
+from ..world.events import Event
+from ..world.pages import collect_pages
 from ..world.shared.world import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
 from .deployment_store import DynamoDeployments
 from .limiter_store import DynamoLimiters
+from .log.erasure import RunEraser
 from .log.storage import DynamoStorage
 from .log.watch_api import WatchAPI
 from .published_store import DynamoPublished
@@ -52,6 +55,15 @@ class AWSWorld(WorldBase):
     @property
     def stats(self) -> RequestStats:
         return self.clients.stats
+
+    async def delete_run(self, run_id: str) -> bool:
+        """Delete an ended run's items, objects and the global items naming it (``aws/log/erasure.py``)."""
+        deleted = await RunEraser(self.clients).delete_run(run_id, self._log_without_values)
+        self.storage.writer.caches.forget(run_id)  # (a run made again with this id starts from its new head)
+        return deleted
+
+    async def _log_without_values(self, run_id: str) -> list[Event]:
+        return await collect_pages(lambda cursor: self.events.list(run_id, cursor=cursor, resolve_data="none"))
 
     async def close(self) -> None:
         """Close the aiobotocore clients."""

@@ -1,9 +1,10 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``rerun``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``,
 ``resume``, ``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``dlq``,
-``schedules``, ``limits``), move runs between the deployments they are pinned to (``deployments``, ``upgrade``),
-see them in a browser (``ui``), serve a World over HTTP (``serve``), check code changes against stored runs
-(``export``, ``replay``), and deploy (``init`` writes a SAM app, ``template`` prints its template).
+``schedules``, ``limits``), delete ended runs' data on request (``delete``), move runs between the deployments
+they are pinned to (``deployments``, ``upgrade``), see them in a browser (``ui``), serve a World over HTTP
+(``serve``), check code changes against stored runs (``export``, ``replay``), and deploy (``init`` writes a SAM
+app, ``template`` prints its template).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL (``dlq``
 also AWSWORLD_DLQ_URL) and the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for
@@ -48,7 +49,7 @@ try:  # (a Ctrl-C while the command loads, before ``main`` runs: ``python -m aws
 
     from .. import __version__
     from ..deploy import init as deploy_init
-    from . import demo, deployments, dev, dlq, limits, park, replay, runs, schedules, serve, skip, ui, wake
+    from . import demo, deployments, dev, dlq, erase, limits, park, replay, runs, schedules, serve, skip, ui, wake
     from .errors import OPERATIONAL, SPLIT_HINT, USAGE, CliError, describe, split_json
 except KeyboardInterrupt:
     raise SystemExit(stopped()) from None
@@ -63,7 +64,7 @@ __all__ = ["COMMAND_GROUPS", "READER_GONE", "STOPPED", "CliError", "main", "run"
 COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
                                                  deploy_init.register, ui.register, wake.register,
                                                  skip.register, dlq.register, schedules.register, limits.register,
-                                                 park.register, serve.register, deployments.register]
+                                                 park.register, erase.register, serve.register, deployments.register]
 
 
 class CommandParser(argparse.ArgumentParser):

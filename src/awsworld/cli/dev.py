@@ -377,7 +377,9 @@ def console_logs(log_format: str) -> None:
     :func:`text_line` (the same handler and keys, another rendering: Powertools' formatter stays in place, as
     the handlers append keys to it), and a failed run as a person reads it: what failed, the messages and the
     tracebacks (``AWSWORLD_LOG_ERRORS=full`` unless set otherwise; a deployed function logs only the names).
-    ``json`` keeps the deployed functions' JSON lines, failures included, for a log tool."""
+    ``json`` keeps the deployed functions' JSON lines, failures included, for a log tool. The user's own
+    loggers print their step and workflow code's lines at INFO and above, through the same handler
+    (``observability.log_every_line_here``)."""
     from .._worker.error_shapes import LOG_ERRORS_ENV, failures
     from ..lambda_host import observability
 
@@ -386,6 +388,9 @@ def console_logs(log_format: str) -> None:
     # Warnings and errors only, from the first delivery on: set once the webhook route was up, the level let a
     # restart's wakes, delivered before it, print an INFO line each ("delivery handled") that nothing else prints.
     observability.logger.setLevel(logging.WARNING)
+    # The user's own lines from step and workflow code (``log.info`` in a step), with the run and step they came
+    # from, in the same rendering; the root had no handler, and Python printed only their warnings, bare.
+    observability.log_every_line_here(logging.INFO)
     if log_format == "json":
         return
     observability.logger.registered_formatter.json_serializer = text_line  # type: ignore[attr-defined]

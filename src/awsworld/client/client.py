@@ -601,6 +601,18 @@ class Client:
         never_started = result.run is not None and result.run.started_at is None
         await wake_run(self.world, run_id, run.workflow_name, "start" if never_started else "failed")
         return result.run if result.run is not None else await self.world.runs.get(run_id, resolve_data="none")
+    async def delete_run(self, run_id: str) -> bool:
+        """Delete an ended run's data now, rather than at the end of its retention: what a right-to-erasure request
+        (GDPR art. 17, CCPA) asks of a run whose input, step values or hook payloads hold someone's personal data.
+        Its log, steps, hooks, waits, streams and stored values go, with its hook tokens (a resume of one is then
+        answered as for a token no hook holds), and a start with its run id makes a new run; what stays is said in
+        docs/how-to/retention.md ("Erasing a run on request") and ``world/rules/erasure.py``. Its child runs are
+        runs of their own: delete each (``get_run(run_id).children()`` lists them; read them first). Returns
+        True when the run was deleted, False when there was no such run (deleted already: a retry succeeds).
+        Raises ``EntityConflictError`` for a run still pending or running, and deletes nothing: cancel or fail it
+        first."""
+        return await self.world.delete_run(run_id)
+
     async def skip_wait(self, run_id: str, wait: str | None = None) -> SkippedWait:
         """End a wait of the run now, as an operator: a sleep, a hook's timeout (the hook then raises
         ``HookTimeoutError``) or a step's retry back-off (the next attempt starts now). ``wait``: its id or its

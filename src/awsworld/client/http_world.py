@@ -167,6 +167,10 @@ class HttpWorld:
             results.append(QueueBatchResult(message_id=message_id))
         return results
 
+    async def delete_run(self, run_id: str) -> bool:
+        """The served World's ``delete_run`` (``DELETE /v1/runs/{run_id}``)."""
+        return bool((await self.request("DELETE", f"/v1/runs/{_segment(run_id)}"))["deleted"])
+
     async def close(self) -> None:
         await self.http.aclose()
 

@@ -2,19 +2,20 @@
 
 One module decides what is recorded, so the code, the dashboard in ``infra/`` and the alarms agree on names:
 
-- Logs are JSON lines (Powertools Logger) carrying ids — ``runId``, ``stepId``, ``messageId`` (awsworld's
-  stable id), ``sqsMessageId`` — and statuses, sizes and counts. Never payloads, hook tokens, or request
-  headers: a payload can hold anything a user sends, and a webhook token is the webhook's only secret.
-  awsworld's own ``logging`` loggers (``awsworld.*``) get the same handler and formatter, so their lines are
-  JSON with the same ids. Per-record keys live in a context variable, which each concurrently processed
-  record (an asyncio task) has its own copy of. Of the Lambda context, a line keeps what an operator correlates
-  by, under Powertools' own key names: ``function_request_id`` (the invocation: Lambda's ``START``/``REPORT``
-  lines name it too), ``cold_start: true`` on the lines of the invocation that started its environment (absent
-  on a warm one), and ``xray_trace_id`` only when tracing is on. Powertools' ``inject_lambda_context`` would add
-  ``function_name``, ``function_memory_size``, ``function_arn``, ``cold_start: false`` and (Lambda sets the
-  trace header traced or not) the trace id to every line: about 240 B of a 450 to 800 B line, billed per byte
-  by CloudWatch, and said once already by the log group's name (``/aws/lambda/<stack>-flow``) and the
-  ``REPORT`` line (bench/cloudwatch_bytes.py measures it).
+- Logs are JSON lines (Powertools Logger) carrying ids — ``runId``, ``stepId``, ``messageId`` (awsworld's stable
+  id), ``sqsMessageId`` — and statuses, sizes and counts. Never payloads, hook tokens, or request headers: a payload
+  can hold anything a user sends, and a webhook token is the webhook's only secret. awsworld's own ``logging``
+  loggers (``awsworld.*``) get the same handler and formatter, so their lines are JSON with the same ids; so are the
+  lines of the user's own loggers in step and workflow code, with the run's and step's keys
+  (``log_every_line_here``, ``_with_run_keys``). Per-record keys live in a context variable, which each concurrently
+  processed record (an asyncio task) has its own copy of. Of the Lambda context, a line keeps what an operator
+  correlates by, under Powertools' own key names: ``function_request_id`` (the invocation: Lambda's
+  ``START``/``REPORT`` lines name it too), ``cold_start: true`` on the lines of the invocation that started its
+  environment (absent on a warm one), and ``xray_trace_id`` only when tracing is on. Powertools'
+  ``inject_lambda_context`` would add ``function_name``, ``function_memory_size``, ``function_arn``,
+  ``cold_start: false`` and (Lambda sets the trace header traced or not) the trace id to every line: about 240 B of
+  a 450 to 800 B line, billed per byte by CloudWatch, and said once already by the log group's name
+  (``/aws/lambda/<stack>-flow``) and the ``REPORT`` line (bench/cloudwatch_bytes.py measures it).
 - Metrics are CloudWatch Embedded Metric Format lines (Powertools Metrics) under one namespace (``awsworld``
   unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise) with the ``service`` dimension set to
   ``POWERTOOLS_SERVICE_NAME`` (the template uses the stack name, so two stages never mix their numbers).
@@ -35,10 +36,12 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.formatter import THREAD_LOCAL_KEYS
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.provider import cold_start
 
+from .._engine.execution import follow_deliveries
 from .._worker.delivery import (
     DEAD_LETTERED,
     DEFERRED_HOPS,
@@ -56,6 +59,8 @@ from .._worker.delivery import (
 )
 from .._worker.dispatch import Outcome
 from .._worker.rerouting import DEPLOYMENT_MISMATCHES, REROUTED, UNREACHABLE
+from ..authoring.runtime import current_runtime
+from ..authoring.step_context import current_step
 from ..settings import SETTINGS, Settings
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awsworld"
@@ -115,11 +120,84 @@ def _without_task_name(record: logging.LogRecord) -> bool:
     return True
 
 
+def _with_run_keys(record: logging.LogRecord) -> bool:
+    """The run and step a line was written in, read off the code that wrote it, for the lines of the user's own
+    loggers (``logging.getLogger("shop.orders")`` in a step or workflow body), which name neither: in a step's
+    body ``runId``, ``stepId``, ``stepName`` and ``stepAttempt`` (an inline step runs in a flow delivery, whose
+    keys have no step); in a workflow body ``runId``, and ``replaying: true`` while the body runs code it ran in
+    an earlier delivery (``WorkflowRuntime.replaying``: the line was written then too). A key the line has
+    already (awsworld's lines pass their own, ``extra=``) is left as it is."""
+    keys = vars(record)
+    step = current_step.get()
+    if step is not None:
+        metadata = step.metadata
+        keys.setdefault("runId", metadata.run_id)
+        keys.setdefault("stepId", metadata.step_id)
+        keys.setdefault("stepName", metadata.step_name)
+        keys.setdefault("stepAttempt", metadata.attempt)
+        return True
+    runtime = current_runtime.get()
+    if runtime is not None:
+        keys.setdefault("runId", runtime.run_id)
+        if "replaying" not in keys and runtime.replaying():
+            keys["replaying"] = True
+    return True
+
+
 logger.registered_handler.addFilter(_without_task_name)
+logger.registered_handler.addFilter(_with_run_keys)
+# A workflow body kept between deliveries (``KeptReplays``) reads the keys of the delivery running it now.
+follow_deliveries(THREAD_LOCAL_KEYS)
 
 # awsworld's internal loggers (awsworld.queue, awsworld.lambda, ...) write through the same JSON handler.
 logging.getLogger("awsworld")
 copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
+
+#: The class names of the handler the Lambda Python runtime puts on the root logger before it imports the handler
+#: module (the awslambdaric package's ``bootstrap._setup_logging``: ``LambdaLoggerHandler``, or
+#: ``LambdaLoggerHandlerWithFrameType`` with a JSON log format or a log level): ``[LEVEL] time request-id message``.
+LAMBDA_RUNTIME_HANDLERS = frozenset({"LambdaLoggerHandler", "LambdaLoggerHandlerWithFrameType"})
+
+
+def _for_the_root(record: logging.LogRecord) -> bool:
+    """What the root's handler writes (``log_every_line_here``): not a line of awsworld's own loggers (it went
+    through the JSON handler on its way up), and below WARNING only a line written by a run's code, a step's or
+    a workflow's body (the user's ``log.info``): a library's INFO line outside any run (botocore's "Found
+    credentials", an emulator's request lines under ``awsworld dev``) stays out, as under Lambda's runtime."""
+    if record.name.partition(".")[0] in _AWSWORLD_LOGGERS:
+        return False
+    return record.levelno >= logging.WARNING or current_step.get() is not None or current_runtime.get() is not None
+
+
+_AWSWORLD_LOGGERS = frozenset({"awsworld", logger.name})
+_root_handler = logging.StreamHandler(_Stdout())  # type: ignore[arg-type]
+_root_handler.setFormatter(logger.registered_formatter)  # (the same formatter object: dev renders it as text)
+for _filter in (_for_the_root, _without_task_name, _with_run_keys):
+    _root_handler.addFilter(_filter)
+
+
+def _runtime_handler_on_root() -> bool:
+    """Whether the root logger holds a Lambda runtime handler (``LAMBDA_RUNTIME_HANDLERS``): one or two handlers
+    looked at, a check cheap enough for every invocation."""
+    return any(type(handler).__name__ in LAMBDA_RUNTIME_HANDLERS for handler in logging.getLogger().handlers)
+
+
+def log_every_line_here(level: int | str) -> None:
+    """Send every logger of the process without a handler of its own (the user's ``shop.orders``, a library's)
+    through awsworld's handler: the same JSON line as awsworld's, with the delivery's keys and the run's
+    (``_with_run_keys``); a run's code's lines at ``level`` and above unless its logger says otherwise, other
+    lines at WARNING and above (``_for_the_root``). Lambda's runtime gives the root
+    logger its own text handler at WARNING: a step's ``log.info(...)`` was dropped and its warnings came out as
+    text naming no run. That handler is taken off the root (each line once), and only here: the Lambda host
+    and ``awsworld dev`` call this, being awsworld's own processes; ``import awsworld`` leaves a process's
+    logging as it is. Calling it again changes the level only."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if type(handler).__name__ in LAMBDA_RUNTIME_HANDLERS:
+            root.removeHandler(handler)
+    if _root_handler not in root.handlers:
+        root.addHandler(_root_handler)
+    root.setLevel(level)
 
 
 # Metrics are recorded only inside an instrumented invocation, which flushes them when it ends. The same code
@@ -166,10 +244,18 @@ def _with_log_keys(handler: Handler, traced: bool) -> Handler:
     """Each invocation starts its log lines afresh (no key of the last invocation or its records stays) with the
     Lambda context keys the module docstring lists. ``cold_start`` is read off the flag the ``ColdStart`` metric
     is counted by (Powertools' metrics provider), so the lines and the metric agree: this wrapper runs before
-    ``log_metrics``, which clears the flag."""
+    ``log_metrics``, which clears the flag. The first invocation sends the process's other loggers through the
+    same handler (``log_every_line_here``), at the level of awsworld's (``POWERTOOLS_LOG_LEVEL``, the template's
+    ``LogLevel``: INFO unless set)."""
+    routed: list[bool] = []
 
     @functools.wraps(handler)
     def invocation(event: Any, context: Any, *rest: Any) -> Any:
+        # The cold start's first invocation, in the runtime's process after it set up logging; and any later one
+        # that finds a runtime handler back on the root (a host that set logging up again: each line stays once).
+        if not routed or _runtime_handler_on_root():
+            log_every_line_here(logger.log_level)
+            routed.append(True)
         logger.clear_state()
         logger.append_keys(function_request_id=context.aws_request_id,
                            cold_start=True if cold_start.is_cold_start else None)  # None: no key at all

@@ -191,4 +191,11 @@ class World(Storage, QueueAPI, Protocol):
         (``limits.oversized``); the World refuses it all the same."""
         ...
 
+    async def delete_run(self, run_id: str) -> bool:
+        """awsworld's extension: delete an ended run's data now (a right-to-erasure request), rather than at the
+        end of its retention: True when it was deleted, False when there was no such run (deleted already: a
+        retry succeeds). An unfinished run is refused with ``EntityConflictError`` and nothing is deleted. What
+        goes and what stays is ``world/rules/erasure.py``'s decision, the same for every World."""
+        ...
+
     async def close(self) -> None: ...
