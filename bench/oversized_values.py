@@ -1,14 +1,15 @@
 """What a value over ``AWSWORLD_MAX_VALUE_BYTES`` costs in memory before it is refused.
 
-A value past the bound ends in ``PayloadTooLargeError`` (or the step's ``ValueTooLargeError``); what it must not
-do is cost many times its size first: on Lambda (a few GB at most) a 500 MB step result that peaked at 2.4-5.1 GB
-was an out-of-memory kill, not the typed error. For each path a user value takes (a step's result, a workflow's
-input given to ``start``, a workflow's return value, a hook's resume payload, a stream chunk, a queue payload),
-on the in-memory World and on the AWS World (``LocalAWS`` on moto), this prints the peak traced memory
-(``tracemalloc``) from just before the value is built until the refusal, as a multiple of the value's size (the
-UTF-8 bytes of its JSON; a chunk: its bytes). The value itself counts, so a string value's floor is 1.0x. A queue
-payload is built as the JSON data it is (``bytes``: their envelope's base64 text, a floor of 1.0x, not 0.75x), and
-a records chunk as the text JSON's encoder makes of them: what a user's code does before the World is not counted.
+A value past the bound ends in ``PayloadTooLargeError`` (or the step's ``ValueTooLargeError``); what it must not do
+is cost many times its size first: on Lambda (a few GB at most) a 500 MB step result that peaked at 2.4-5.1 GB was
+an out-of-memory kill, not the typed error. For each path a user value takes (a step's result, a workflow's input
+given to ``start``, a step's input, a child workflow's input, a workflow's return value, a hook's resume payload, a
+stream chunk, a queue payload), on the in-memory World and on the AWS World (``LocalAWS`` on moto), this prints the
+peak traced memory (``tracemalloc``) from just before the value is built until the refusal, as a multiple of the
+value's size (the UTF-8 bytes of its JSON; a chunk: its bytes). The value itself counts, so a string value's floor
+is 1.0x. A queue payload is built as the JSON data it is (``bytes``: their envelope's base64 text, a floor of 1.0x,
+not 0.75x), and a records chunk as the text JSON's encoder makes of them: what a user's code does before the World
+is not counted.
 
 moto runs in a process of its own, so what it stores or parses is not counted: on Lambda it is not there either.
 The bound is small (``--bound``, 4 MiB by default) so every figure takes seconds: a value just over it and one
@@ -30,8 +31,8 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from awsworld import StepError, create_hook, get_writable, step, workflow
-from awsworld.authoring.errors import WorkflowRunFailedError
+from awsworld import ChildWorkflowError, StepError, create_hook, get_writable, step, workflow
+from awsworld.authoring.errors import ValueTooLargeError, WorkflowRunFailedError
 from awsworld.durable import serde
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.settings import Settings
@@ -94,6 +95,29 @@ async def takes(value: Any) -> int:
     return 0
 
 
+@step(name="oversized.input")
+async def takes_input(value: Any) -> int:
+    return 0
+
+
+@workflow(name="oversized.step-input")
+async def step_input(kind: str) -> str:
+    try:
+        await takes_input(make_value(kind, SIZES[kind]))
+    except ValueTooLargeError:
+        return "refused"
+    return "accepted"
+
+
+@workflow(name="oversized.child-input")
+async def child_input(kind: str) -> str:
+    try:
+        await takes(make_value(kind, SIZES[kind]))
+    except ChildWorkflowError as error:
+        return error.error_type or "failed"
+    return "accepted"
+
+
 @workflow(name="oversized.hooked")
 async def hooked(token: str) -> str:
     async with create_hook(token=token) as hook:
@@ -129,6 +153,13 @@ class Paths:
 
     async def step_result(self, kind: str) -> None:
         assert await (await self.client.start(step_result, kind)).result(timeout=300) == "ValueTooLargeError"
+
+    async def step_input(self, kind: str) -> None:
+        assert await (await self.client.start(step_input, kind)).result(timeout=300) == "refused"
+
+    async def child_input(self, kind: str) -> None:
+        outcome = await (await self.client.start(child_input, kind)).result(timeout=300)
+        assert outcome == "ValueTooLargeError", outcome
 
     async def start_input(self, kind: str) -> None:
         try:
@@ -170,6 +201,7 @@ class Paths:
 
     def all(self) -> dict[str, Callable[[str], Awaitable[None]]]:
         return {"step result": self.step_result, "workflow input (start)": self.start_input,
+                "step input": self.step_input, "child workflow input": self.child_input,
                 "workflow return value": self.return_value, "hook resume payload": self.hook_payload,
                 "stream chunk": self.stream_chunk, "queue payload": self.queue_payload}
 

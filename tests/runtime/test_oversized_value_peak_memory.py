@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from awsworld import StepError, create_hook, get_writable, step, workflow
-from awsworld.authoring.errors import WorkflowRunFailedError
+from awsworld import ChildWorkflowError, StepError, create_hook, get_writable, step, workflow
+from awsworld.authoring.errors import ValueTooLargeError, WorkflowRunFailedError
 from awsworld.aws import AWSWorld
 from awsworld.cli.dev import environment
 from awsworld.settings import Settings
@@ -104,6 +104,30 @@ async def returns() -> str:
 @workflow(name="oversized.takes")
 async def takes(value: str) -> int:
     return len(value)
+
+
+@step(name="oversized.measure")
+async def measure(value: str) -> int:
+    SENT["measure"] = SENT.get("measure", 0) + 1
+    return len(value)
+
+
+@workflow(name="oversized.passes-to-a-step")
+async def passes_to_a_step() -> str:
+    try:
+        await measure("x" * SIZE)
+    except ValueTooLargeError as error:
+        return str(error)
+    return "accepted"
+
+
+@workflow(name="oversized.passes-to-a-child")
+async def passes_to_a_child() -> str:
+    try:
+        await takes("x" * SIZE)
+    except ChildWorkflowError as error:
+        return str(error)
+    return "accepted"
 
 
 @workflow(name="oversized.hooked")
@@ -275,3 +299,21 @@ async def test_a_queue_payload_over_the_bound_is_refused_by_queue(e2e: E2E, trac
     multiple, refused = await peak_multiple(e2e, send)
     assert str(refused) == f"queue payload is {SIZE + 2} bytes; the largest is {BOUND}"
     assert multiple < LIMIT, multiple  # 3.0 in memory before, 5.0 on AWS (the message's body made twice)
+
+
+async def test_a_step_input_over_the_bound_is_refused_at_the_call(e2e: E2E, traced: None) -> None:
+    SENT.pop("measure", None)
+    multiple, answer = await peak_multiple(e2e, lambda: e2e.run(passes_to_a_step))
+    size = SIZE + 2 + len('{"args":[],"kwargs":{}}')
+    assert answer == ("the input of step 'oversized.measure' (step_1) is too large to record: "
+                      f"{too_large_text(size)}"), answer
+    assert "measure" not in SENT
+    assert multiple < LIMIT, multiple  # 1.00 now (1.17 on moto); 3.0-3.2 before: its JSON text and bytes
+
+
+async def test_a_child_input_over_the_bound_is_refused_at_the_call(e2e: E2E, traced: None) -> None:
+    multiple, answer = await peak_multiple(e2e, lambda: e2e.run(passes_to_a_child))
+    size = SIZE + len('{"args":["oversized.takes",{"args":[""],"kwargs":{}},false],"kwargs":{}}')
+    assert answer.endswith("(oversized.takes) could not be started: the input of step 'awsworld.start_child' "
+                           f"(step_1) is too large to record: {too_large_text(size)}"), answer
+    assert multiple < LIMIT, multiple  # 1.00 now (1.17 on moto); 3.0-3.2 before: its JSON text and bytes

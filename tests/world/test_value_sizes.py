@@ -22,7 +22,7 @@ import pytest
 
 from awsworld.durable import serde
 from awsworld.world.errors import PayloadTooLargeError
-from awsworld.world.limits import dumped_size_over, json_size_over, oversized
+from awsworld.world.limits import dumped_size_over, json_size_over, oversized, oversized_call, oversized_nested_call
 
 BOUND = 64 * 1024
 RECORD = {"id": 0, "name": "a record — ünïcode 日本", "tags": ["alpha", "beta"], "score": 0.5, "ok": None}
@@ -75,6 +75,34 @@ def test_the_size_is_the_stored_jsons_to_the_byte(shape: str) -> None:
     assert refusal.message == (f"eventData.result is {size} bytes of JSON; the largest value awsworld stores is "
                                f"{size - 1} bytes (AWSWORLD_MAX_VALUE_BYTES)")
     assert oversized(value, "eventData.result", None) is None  # no bound known here (a World served elsewhere)
+
+
+def refused_size(refusal: PayloadTooLargeError | None) -> int | None:
+    return None if refusal is None else int((refusal.message or "").split(" is ")[1].split(" bytes")[0])
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_calls_arguments_are_measured_as_stored_and_a_childs_as_dumped_twice(shape: str) -> None:
+    """A step's arguments (``oversized_call``) and a child workflow's inside its start step's, the child's
+    dumped among them and dumped again (``oversized_nested_call``: each dict with a ``"$t"`` key the second dump
+    wraps), measured before either copy: the size of the JSON the World is given, to the byte."""
+    value = SHAPES[shape]
+    size = json_size({"args": [value], "kwargs": {"n": 1}})
+    assert refused_size(oversized_call((value,), {"n": 1}, "eventData.input", 1)) == size
+    assert oversized_call((value,), {"n": 1}, "eventData.input", size) is None
+    outer = ("awsworld.child", None, False)
+    nested = json_size({"args": ["awsworld.child", serde.dumps({"args": [value], "kwargs": {"n": 1}}), False],
+                        "kwargs": {"priority": 2}})
+    assert refused_size(oversized_nested_call((value,), {"n": 1}, outer, {"priority": 2}, "eventData.input",
+                                              1)) == nested
+    assert oversized_nested_call((value,), {"n": 1}, outer, {"priority": 2}, "eventData.input", nested) is None
+
+
+def test_a_small_call_is_not_measured() -> None:
+    """A call of numbers and short texts costs a type check or a ``len`` an argument: never measured."""
+    assert oversized_call((5, 2.5, True, None, "x" * (BOUND // 4)), {"k": 1}, "eventData.input", BOUND) is None
+    assert oversized_call(("x" * (BOUND + 1),), {}, "eventData.input", BOUND) is not None
+    assert oversized_call((), {"k": "x" * (BOUND + 1)}, "eventData.input", None) is None  # no bound known
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -49,20 +49,27 @@ async def start_child(execution: OpDeclarer, definition: WorkflowRef, args: tupl
     only then: a call recorded before successors were keeps its three, and its digest). ``priority`` and
     ``concurrency_key`` (``child_options``): the start step's keyword arguments, each only when given, for the
     same reason."""
-    try:  # through the child's args_codec (a CodecError is raised here, at the call)
-        call_input = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
-                                       Place("input", f"workflow {definition.name!r}", execution.run_id))
-    except serde.SerializationError as error:
-        raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
-    start_args: tuple[Any, ...] = (definition.name, call_input, detached, *((True,) if successor else ()))
     start_kwargs: dict[str, Any] = {
         **({"priority": priority} if priority is not None else {}),
         **({"concurrency_key": concurrency_key} if concurrency_key is not None else {})}
-    if not execution.recorded_call(START_CHILD_CALL, start_args, start_kwargs):
+    succeeds = (True,) if successor else ()
+    # Arguments over the World's bound are refused before they are dumped, twice (``oversized_child_input``):
+    # the start step is declared refused, its input never made.
+    refusal = execution.oversized_child_input(definition, args, kwargs, (definition.name, None, detached, *succeeds),
+                                              start_kwargs)
+    call_input: Any = None
+    if refusal is None:
+        try:  # through the child's args_codec (a CodecError is raised here, at the call)
+            call_input = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
+                                           Place("input", f"workflow {definition.name!r}", execution.run_id))
+        except serde.SerializationError as error:
+            raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
+    start_args: tuple[Any, ...] = (definition.name, call_input, detached, *succeeds)
+    if refusal is not None or not execution.recorded_call(START_CHILD_CALL, start_args, start_kwargs):
         # A new call: arguments the child cannot take are a TypeError here, at the call site, before anything is
         # declared (a call the log records was accepted when it was made, and replays as it was).
         definition.check_arguments(args, kwargs)
-    step = execution.declare_step(START_CHILD_CALL, start_args, start_kwargs, name=name)
+    step = execution.declare_step(START_CHILD_CALL, start_args, start_kwargs, name=name, refusal=refusal)
     run_id = child_run_id(execution.run_id, step.id)
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)

@@ -65,7 +65,14 @@ from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..durable.json_data import JSONValue
 from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
-from ..world.limits import encode_value, max_value_bytes, too_large_text
+from ..world.limits import (
+    NUMBERS,
+    encode_value,
+    max_value_bytes,
+    oversized_call,
+    oversized_nested_call,
+    too_large_text,
+)
 from ..world.rules import lifetime
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
@@ -110,8 +117,13 @@ class LogGapError(RuntimeError):
 
 
 class WorkflowExecution:
-    def __init__(self, run_id: str, definition: WorkflowDef, registry: Registry, seed: str) -> None:
+    def __init__(self, run_id: str, definition: WorkflowDef, registry: Registry, seed: str, *,
+                 max_value_bytes: int | None = None) -> None:
+        """``max_value_bytes``: the bound of the World the run's flow writes to (``World.max_value_bytes``; None:
+        not known here), for refusing a step's input over it before it is dumped (``declare_step``) and again
+        where a replay's log goes past such a call (``_refuse_unrecordable``)."""
         self.run_id = run_id
+        self.max_value_bytes = max_value_bytes
         self.definition = definition
         self.registry = registry
         self.seed = seed
@@ -136,7 +148,6 @@ class WorkflowExecution:
         self.rng = random.Random(hashlib.sha256(f"{seed}:{run_id}".encode()).digest())
         self.task: asyncio.Task[Any] | None = None
         self.context = contextvars.Context()  # the body task's own (``_start``)
-        self.cancelled = False
         self.terminal: str | None = None
         self.failure: BaseException | None = None  # what ``advance`` raised: raised again by every later call
         self.refused = False  # an op the World refused to record (``refuse``): a state no event in the log shows
@@ -326,7 +337,6 @@ class WorkflowExecution:
                 self.terminal = kind
             return
         if kind == "run_cancelled":
-            self.cancelled = True
             self.terminal = kind
             return
         op = self._op_of(event)
@@ -534,19 +544,51 @@ class WorkflowExecution:
         return self.declare_step(definition, args, kwargs, poll=poll, name=name).future
 
     def declare_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                     poll: PollSpec | None = None, name: str | None = None) -> StepOp:
+                     poll: PollSpec | None = None, name: str | None = None,
+                     refusal: PayloadTooLargeError | None = None) -> StepOp:
         """Declare a step call at the next position without awaiting it (``call_step`` awaits it at once; a child
         workflow's start declares its step and then the hook its outcome comes back on, in one go). ``name``:
-        the call's display name (``authoring.names``: recorded, never compared on replay)."""
+        the call's display name (``authoring.names``: recorded, never compared on replay). ``refusal``: the
+        World's refusal of its input, found by its caller (``oversized_child_input``); else asked here."""
         shown = display_name(name)  # refused (InvalidNameError) before the call takes a position
         op_id = self._next_id("step")
-        payload = self._step_input(definition, args, kwargs, op_id)
+        if refusal is None and self.max_value_bytes is not None:
+            for value in args:  # (a call of numbers: a type check each, no call, under the determinism guard's hook)
+                if value.__class__ not in NUMBERS:
+                    refusal = self._oversized_input(definition, args, kwargs, op_id)
+                    break
+            else:
+                if kwargs:
+                    refusal = self._oversized_input(definition, args, kwargs, op_id)
+        payload = None if refusal is not None else self._step_input(definition, args, kwargs, op_id)
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
         op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll, name=shown,
                     wakes_on=wakes_on.get())
         self._declare(op)
+        if refusal is not None:
+            self.refuse(op, too_large(op, "input", refusal.message))
         return op
+
+    def _oversized_input(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any],
+                         op_id: str) -> PayloadTooLargeError | None:
+        """The World's refusal of a new step call's input, found before the input is dumped
+        (``limits.oversized_call``, against ``max_value_bytes``): a records list's copy and its JSON text cost
+        4.4 times its size before the World refused them (``bench/oversized_values.py``). The call takes its
+        position and is refused as the World's refusal is (``refuse``): no event, and every replay refuses it at
+        the same point. Not asked of a call the log records (accepted when it was made, under whatever bound
+        then) nor of one through an ``args_codec`` (stored as its codec's text, measured by the World)."""
+        if definition.args_codec is not None or op_id in self.step_created:
+            return None
+        return oversized_call(args, kwargs, "eventData.input", self.max_value_bytes)
+
+    def oversized_child_input(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any],
+                              start_args: tuple[Any, ...], start_kwargs: dict[str, Any]) -> PayloadTooLargeError | None:
+        """``_oversized_input`` for a child call's start step at the next position, before the child's arguments
+        are dumped (``start_args``: the start step's, None where they go; ``limits.oversized_nested_call``)."""
+        if definition.args_codec is not None or f"step_{self.counter + 1}" in self.step_created:
+            return None
+        return oversized_nested_call(args, kwargs, start_args, start_kwargs, "eventData.input", self.max_value_bytes)
 
     def _step_input(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], op_id: str) -> Any:
         """A step call's input as the log stores it (an args_codec's failure is a CodecError, raised at the call)."""
@@ -682,13 +724,14 @@ class WorkflowExecution:
 
     def _refuse_unrecordable(self) -> bool:
         """Refuse again the calls not in the log whose value the World refused to record (a step's input, a hook's
-        metadata over ``AWSWORLD_MAX_VALUE_BYTES``), when the log goes on past them: True if any. The flow
-        declared them, was refused (``refuse``), and the body went on (a workflow may catch the
+        metadata over the World's bound, ``max_value_bytes``, or this process's ``AWSWORLD_MAX_VALUE_BYTES`` when
+        that is not known), when the log goes on past them: True if any. The flow declared them, was refused
+        (``refuse``), and the body went on (a workflow may catch the
         ``ValueTooLargeError``) to calls the log records; a replay makes the same calls, blocked on calls with no
         event, and met those later events as a divergence. Checked only where an event finds no call of its
         own, so a replay pays nothing for it; a call with no event that is not over the bound is left to be
         the divergence it is."""
-        limit = max_value_bytes()
+        limit = self.max_value_bytes if self.max_value_bytes is not None else max_value_bytes()
         refused = False
         for op in list(self._new.values()):
             value, what = (op.input, "input") if isinstance(op, StepOp) else \
@@ -723,6 +766,14 @@ class WorkflowExecution:
         return resolve(duration, self.current_time(), what="sleep()")
 
     # ------------------------------------------------------------------ what the flow asks
+
+    @property
+    def cancelled(self) -> bool:
+        """The log records the run's cancellation. (Said by ``terminal``, not an attribute of its own: one more
+        attribute on the execution, ``max_value_bytes`` beside this one, cost 13,400 instructions a step in
+        ``bench/testing.py --instructions``, 0.8%, every read of its attributes slower: CPython 3.11 keeps an
+        instance's attributes in its compact form, their keys shared by its class, only up to about 30 of them.)"""
+        return self.terminal == "run_cancelled"
 
     @property
     def done(self) -> bool:

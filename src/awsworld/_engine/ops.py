@@ -15,10 +15,11 @@ from typing import Any, Protocol
 
 from ..authoring.errors import CodecError
 from ..authoring.poll_spec import PollSpec
-from ..authoring.runtime import StepEnd, StepRef
+from ..authoring.runtime import StepEnd, StepRef, WorkflowRef
 from ..authoring.webhook_responses import RESPOND_WITH_FIELD
 from ..durable.codecs import Codec
 from ..durable.json_data import JSONValue
+from ..world.errors import PayloadTooLargeError
 
 
 @dataclass
@@ -218,7 +219,12 @@ class OpDeclarer(Protocol):
     def recorded_call(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool: ...
 
     def declare_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                     poll: PollSpec | None = None, name: str | None = None) -> StepOp: ...
+                     poll: PollSpec | None = None, name: str | None = None,
+                     refusal: PayloadTooLargeError | None = None) -> StepOp: ...
+
+    def oversized_child_input(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any],
+                              start_args: tuple[Any, ...], start_kwargs: dict[str, Any]) -> PayloadTooLargeError | None:
+        ...
 
     def declare_wait(self, resume_at: datetime, *, name: str | None = None) -> WaitOp: ...
 

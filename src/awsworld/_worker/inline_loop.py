@@ -212,7 +212,8 @@ class Flow:
         else:
             created = (log[0].event_data or {}) if log else {}
             seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
-            execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
+            execution = self.log.execution = WorkflowExecution(
+                self.run_id, definition, self.registry, seed, max_value_bytes=self.world.max_value_bytes)
             execution.append(log)
         self.endings.parked = parked_in_log(execution.attr_sets)  # (its attr_set events: not the whole log again)
         if execution.log:  # (replayed, not run: the run's end is written to, and reported from, its replay's log)

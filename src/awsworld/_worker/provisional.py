@@ -122,7 +122,8 @@ class ProvisionalOutcomes:
                  self.log.run_id, pending.step.id, type(error).__name__)
         outcome = await record_end(self.log.world, self.log.run_id, pending.end)
         old = self.log.replay()
-        fresh = WorkflowExecution(self.log.run_id, old.definition, self.registry, old.seed)
+        fresh = WorkflowExecution(self.log.run_id, old.definition, self.registry, old.seed,
+                                  max_value_bytes=old.max_value_bytes)
         fresh.append(old.log[:pending.seq])
         old.close()
         self.log.execution = fresh

@@ -83,8 +83,11 @@ class ReplayResult:
         return said
 
 
-def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registry | None = None) -> ReplayResult:
-    """Replay one run's log (its events in order, from slot 1) against the code registered in this process."""
+def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registry | None = None,
+                  max_value_bytes: int | None = None) -> ReplayResult:
+    """Replay one run's log (its events in order, from slot 1) against the code registered in this process.
+    ``max_value_bytes``: the bound of the World the run was recorded in (``World.max_value_bytes``), for the
+    calls it refused (``WorkflowExecution``); None: this process's."""
     log = [e if isinstance(e, Event) else Event.model_validate(e) for e in events]
     log.sort(key=lambda e: e.slot)
     run_id = log[0].run_id if log else "?"
@@ -98,7 +101,7 @@ def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registr
     except LookupError as missing:
         return ReplayResult(run_id, name, len(log), "error", message=str(missing).strip("'\""))
     seed = str((created.get("executionContext") or {}).get("seed") or run_id)
-    execution = WorkflowExecution(run_id, definition, registry, seed)
+    execution = WorkflowExecution(run_id, definition, registry, seed, max_value_bytes=max_value_bytes)
     try:
         execution.append(log)
         execution.advance()
@@ -167,7 +170,7 @@ async def read_run(world: World, run_id: str) -> list[Event]:
 
 async def replay_run(world: World, run_id: str, *, registry: Registry | None = None) -> ReplayResult:
     """Read a stored run from ``world`` and replay it against the current code. Writes nothing."""
-    return replay_events(await read_run(world, run_id), registry=registry)
+    return replay_events(await read_run(world, run_id), registry=registry, max_value_bytes=world.max_value_bytes)
 
 
 def export_lines(events: Iterable[Event]) -> list[str]:

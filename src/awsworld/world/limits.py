@@ -188,6 +188,11 @@ def _size_over(value: object, max_bytes: int, *, data: bool) -> int | None:
     ``max_bytes``, measured a part at a time when ``_rough_size`` says it may be over a quarter of the bound."""
     if _rough_size(value, [_ROUGH_NODES]) <= max_bytes // 4:
         return None
+    return _measured_over(value, max_bytes, data=data)
+
+
+def _measured_over(value: object, max_bytes: int, *, data: bool) -> int | None:
+    """``_size_over`` without its guess: ``value``'s JSON measured a part at a time."""
     try:
         size = sum(_part_size(part) for part in serde.json_parts(value, data=data))
     except (SerializationError, TypeError, ValueError, RecursionError):  # (UnicodeEncodeError is a ValueError)
@@ -208,6 +213,80 @@ def oversized(value: object, field: str, max_bytes: int | None) -> PayloadTooLar
     return None
 
 
+NUMBERS: frozenset[type[object]] = frozenset({int, float, bool, type(None)})
+"""The classes of a value whose JSON is a few bytes (None's too): an argument of one is never measured."""
+
+
+def _may_be_over(args: tuple[object, ...], kwargs: Mapping[str, object], max_bytes: int) -> bool:
+    """Whether a call's arguments may be over a quarter of ``max_bytes`` (``_rough_size``): a number costs a type
+    check, a text a ``len``, a container a look at a few of its nodes."""
+    budget, rough, quarter = [_ROUGH_NODES], 0, max_bytes // 4
+    values: tuple[Any, ...] = (*args, *kwargs.values())
+    for value in values:
+        kind = _type_of(value)
+        if kind not in NUMBERS:
+            rough += len(value) if kind is str else _rough_size(value, budget)
+            if rough > quarter:
+                return True
+    return False
+
+
+def oversized_call(args: tuple[object, ...], kwargs: Mapping[str, object], field: str,
+                   max_bytes: int | None) -> PayloadTooLargeError | None:
+    """``oversized`` for a call's arguments as ``codecs.store_call`` stores them without a codec
+    (``{"args": [...], "kwargs": {...}}``): a step's input, asked by the workflow at a step call before the
+    arguments are dumped (``_engine/execution.py``, ``declare_step``, which asks only when an argument is not one
+    of ``NUMBERS``: a call of numbers costs a type check an argument). One of texts costs a ``len`` each
+    (``_may_be_over``); only one that may be over a quarter of the bound is measured, its arguments' container
+    made then (``bench/testing.py --instructions``)."""
+    if max_bytes is None or not _may_be_over(args, kwargs, max_bytes):
+        return None
+    size = _measured_over({"args": list(args), "kwargs": dict(kwargs)}, max_bytes, data=False)
+    return None if size is None else _too_large(field, size, max_bytes)
+
+
+_ENVELOPED = len('{"$t":"dict","v":}')
+"""What ``serde.dumps`` adds around a dict of JSON data that has a ``"$t"`` key (an envelope, dumped again)."""
+
+
+def oversized_nested_call(args: tuple[object, ...], kwargs: Mapping[str, object], outer_args: tuple[object, ...],
+                          outer_kwargs: Mapping[str, object], field: str,
+                          max_bytes: int | None) -> PayloadTooLargeError | None:
+    """``oversized_call`` for a call's arguments stored dumped among another call's (``outer_args``, where they
+    stand as None): a child workflow's, inside its start step's input (``_engine/children.py``), dumped twice.
+    Measured without either copy: their JSON a part at a time, and ``_ENVELOPED`` for each dict the second dump
+    wraps, one with a ``"$t"`` key (every envelope the first made, and a user's dict with that key)."""
+    if max_bytes is None or not _may_be_over(args, kwargs, max_bytes):
+        return None
+    try:
+        outer = utf8_size(value_json(serde.dumps({"args": list(outer_args), "kwargs": dict(outer_kwargs)}), field))
+        size = outer - len("null")
+        for part in serde.json_parts({"args": list(args), "kwargs": dict(kwargs)}):
+            size += _part_size(part) + _ENVELOPED * _tagged(part)
+    except (SerializationError, InvalidInputError, TypeError, ValueError, RecursionError):
+        return None  # (what ``dumps`` refuses: its call decides, as before)
+    return _too_large(field, size, max_bytes) if size > max_bytes else None
+
+
+def _tagged(part: serde.JSONPart) -> int:
+    """How many dicts with a ``"$t"`` key a part of a value's JSON (``serde.json_parts``) holds: an envelope's head
+    or the key itself (its text), or the dicts of the JSON data it is."""
+    if isinstance(part, str):
+        return 1 if part.startswith(f'{{"{serde.TAG}":') or part in (f'"{serde.TAG}":', f',"{serde.TAG}":') else 0
+    if isinstance(part, serde.Base64):
+        return 0
+    count, pending = 0, cast("list[Any]", [part.data])  # (JSON data: walked by exact type, as ``_rough_size``)
+    while pending:
+        node = pending.pop()
+        kind = _type_of(node)
+        if kind is dict:
+            count += serde.TAG in node
+            pending.extend(node.values())
+        elif kind is list:
+            pending.extend(node)
+    return count
+
+
 def _too_large(field: str, size: int, max_bytes: int) -> PayloadTooLargeError:
     return PayloadTooLargeError(f"{field} is {size} bytes of JSON; the largest value awsworld stores is "
                                 f"{max_bytes} bytes ({MAX_VALUE_BYTES_ENV})", field=field)
@@ -223,7 +302,8 @@ def looks_first(event_type: str) -> bool:
     """Whether a value of ``event_type`` is looked at (``json_size_over``) before its JSON is made
     (``encode_value``'s ``look``): every value but a step's input, which every step call carries: a look
     costs about 0.5 us a value, 0.6% of a serial step's instructions in ``bench/testing.py --instructions``.
-    A step's input over the bound is refused in the workflow all the same, at the cost of its JSON text."""
+    A step's input over the bound is refused by the workflow before it is dumped (``oversized_call``), or, where
+    the World's bound is not known there (``HttpWorld``), here, at the cost of its JSON text."""
     return event_type != "step_created"
 
 
