@@ -117,6 +117,15 @@ class LogGapError(RuntimeError):
 
 
 class WorkflowExecution:
+    # Slots, not an instance dict: the body's calls read these attributes many times a step, and CPython 3.11
+    # keeps an instance's attributes in its fast compact form, their keys shared by the class, only up to 30 of
+    # them (one more cost 13,400 instructions a step, 0.8%, in ``bench/testing.py --instructions``). Slots are as
+    # fast whatever their number, and an attribute set by mistake outside this list is an AttributeError.
+    __slots__ = ("_hooks", "_new", "_open_steps", "_open_waits", "attr_sets", "by_index", "calls", "classes",
+                 "context", "counter", "cursor", "definition", "failure", "log", "loop", "markers", "max_value_bytes",
+                 "now", "ops", "patch_answers", "pending_markers", "refused", "registry", "rng", "run_id", "seed",
+                 "step_created", "task", "terminal", "undecoded")
+
     def __init__(self, run_id: str, definition: WorkflowDef, registry: Registry, seed: str, *,
                  max_value_bytes: int | None = None) -> None:
         """``max_value_bytes``: the bound of the World the run's flow writes to (``World.max_value_bytes``; None:
@@ -769,10 +778,7 @@ class WorkflowExecution:
 
     @property
     def cancelled(self) -> bool:
-        """The log records the run's cancellation. (Said by ``terminal``, not an attribute of its own: one more
-        attribute on the execution, ``max_value_bytes`` beside this one, cost 13,400 instructions a step in
-        ``bench/testing.py --instructions``, 0.8%, every read of its attributes slower: CPython 3.11 keeps an
-        instance's attributes in its compact form, their keys shared by its class, only up to about 30 of them.)"""
+        """The log records the run's cancellation (said by ``terminal``: no state of its own to keep in step)."""
         return self.terminal == "run_cancelled"
 
     @property
