@@ -730,8 +730,11 @@ def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]
     pairs = dict(re.findall(r"(\w+)=(\S+)", environment))
     assert set(pairs) == {"AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_DLQ_URL",
                           "AWSWORLD_DEPLOYMENT_ID", "AWS_REGION", "AWSWORLD_RETENTION_DAYS", "AWSWORLD_MAX_RUN_DAYS",
-                          "AWSWORLD_KMS_KEY_ID", "AWSWORLD_WEBHOOK_URL"}
+                          "AWSWORLD_KMS_KEY_ID", "AWSWORLD_WEBHOOK_URL", "AWSWORLD_FLOW_TIMEOUT_SECONDS"}
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    # a client's idempotency keys stay held as long as the stack's queue may still hand their message out
+    # (world.queue.key_horizon_seconds: the visibility timeout, six times the flow function's timeout)
+    assert pairs["AWSWORLD_FLOW_TIMEOUT_SECONDS"] == "${FlowTimeoutSeconds}"
     assert pairs["AWSWORLD_DEPLOYMENT_ID"] == "${AWS::StackName}" and \
         variables["AWSWORLD_DEPLOYMENT_ID"] == {"Ref": "AWS::StackName"}, "runs record the stack, wherever made"
 
