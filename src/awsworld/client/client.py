@@ -601,6 +601,7 @@ class Client:
         never_started = result.run is not None and result.run.started_at is None
         await wake_run(self.world, run_id, run.workflow_name, "start" if never_started else "failed")
         return result.run if result.run is not None else await self.world.runs.get(run_id, resolve_data="none")
+
     async def delete_run(self, run_id: str) -> bool:
         """Delete an ended run's data now, rather than at the end of its retention: what a right-to-erasure request
         (GDPR art. 17, CCPA) asks of a run whose input, step values or hook payloads hold someone's personal data.
